@@ -1,0 +1,3 @@
+from atlas_bridge.cli import main
+
+main()

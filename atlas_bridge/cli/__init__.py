@@ -1,0 +1,44 @@
+"""The ``atlas-bridge`` command line (click). The only place that configures logging and progress bars.
+
+Exit codes: 0 success; 1 the run finished but something failed; 2 usage or configuration error;
+130 interrupted.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import os
+
+import click
+
+from atlas_bridge import __version__
+
+# Each module defines ``register(group)`` and owns its commands.
+_COMMAND_MODULES = (
+    "atlas_bridge.cli.lineage",
+    "atlas_bridge.cli.atlas",
+    "atlas_bridge.cli.scan",
+)
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="atlas-bridge")
+@click.option("-v", "--verbose", count=True, help="More log output (-vv for debug, including py4j/urllib3).")
+def cli(verbose: int) -> None:
+    """Lineage from SQL, Spark and SQLFlow exports into Apache Atlas."""
+    level_name = os.environ.get("ATLAS_BRIDGE_LOG_LEVEL")
+    level = logging.WARNING - 10 * verbose if level_name is None else logging.getLevelName(level_name.upper())
+    logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    if verbose < 2:
+        for noisy in ("py4j", "urllib3"):
+            logging.getLogger(noisy).setLevel(logging.WARNING)
+
+
+for _name in _COMMAND_MODULES:
+    importlib.import_module(_name).register(cli)
+
+
+def main() -> None:
+    """Console-script entry point."""
+    cli(prog_name="atlas-bridge")

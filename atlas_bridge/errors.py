@@ -1,0 +1,107 @@
+"""Exception tree of atlas-bridge.
+
+Everything the package raises on purpose derives from one root, so callers can catch it alone::
+
+    AtlasBridgeError
+    ├── ConfigError            bad or missing settings; Spark Connect (no JVM) for the hook
+    ├── ExtractionError        input that cannot be read at all (a file, not one bad statement)
+    │   └── UnsafeInputError   refused untrusted input (XML entities, size limits)
+    ├── TypedefError           our typedefs cannot be registered as they are
+    └── AtlasError             Atlas answered with an error, or could not be reached
+        ├── AtlasAuthError     401 / 403
+        ├── AtlasNotFoundError 404
+        ├── AtlasConflictError 409
+        └── AtlasUnavailableError  connection refused, timeouts, 5xx after retries
+
+Bad SQL is *not* raised: extractors return it as :class:`atlas_bridge.model.Problem` records so the rest of a
+script still yields lineage. Errors carry data (status, Atlas errorCode, file/line) as attributes, and their
+messages never include secrets.
+"""
+
+from __future__ import annotations
+
+
+class AtlasBridgeError(Exception):
+    """Root of every error atlas-bridge raises on purpose."""
+
+
+class ConfigError(AtlasBridgeError):
+    """Settings are missing, contradictory, or cannot work in this environment."""
+
+
+class ExtractionError(AtlasBridgeError):
+    """A whole input could not be read (unreadable file, unknown format).
+
+    Attributes:
+        file: the input's path, when it came from a file.
+        line: 1-based line where reading stopped, when known.
+        column: 1-based column, when known.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        file: str | None = None,
+        line: int | None = None,
+        column: int | None = None,
+    ) -> None:
+        where = file or "<input>"
+        if line is not None:
+            where += f":{line}"
+            if column is not None:
+                where += f":{column}"
+        super().__init__(f"{where}: {message}")
+        self.file = file
+        self.line = line
+        self.column = column
+
+
+class UnsafeInputError(ExtractionError):
+    """Untrusted input was refused (entity expansion, external entities, over the size limit)."""
+
+
+class TypedefError(AtlasBridgeError):
+    """Our typedefs are inconsistent, or Atlas holds a version we must not overwrite."""
+
+
+class AtlasError(AtlasBridgeError):
+    """Atlas answered with an error (or did not answer).
+
+    Attributes:
+        status_code: HTTP status, or None when no response arrived.
+        error_code: Atlas's ``errorCode`` (e.g. ``ATLAS-404-00-007``) when the body had one.
+        url: the request URL without credentials or query secrets.
+        body: a short, secret-free excerpt of the response body.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        status_code: int | None = None,
+        error_code: str | None = None,
+        url: str | None = None,
+        body: str | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.status_code = status_code
+        self.error_code = error_code
+        self.url = url
+        self.body = body
+
+
+class AtlasAuthError(AtlasError):
+    """Atlas refused the credentials (401) or the permission (403)."""
+
+
+class AtlasNotFoundError(AtlasError):
+    """Atlas answered 404: a type, entity or referenced entity does not exist."""
+
+
+class AtlasConflictError(AtlasError):
+    """Atlas answered 409: the thing to create exists already."""
+
+
+class AtlasUnavailableError(AtlasError):
+    """Atlas could not be reached, or kept failing after every retry."""

@@ -1,0 +1,503 @@
+"""The lineage model every part of atlas-bridge speaks (Gudu SQLFlow's model, v1 and v2 views).
+
+Objects (``Dataset``) are tables, views, resultsets, paths, stages, variables and the orphan-column pseudo
+table; each holds its ``Column`` s, including the system-made ``PseudoRows`` column that stands for the row
+set. ``Relation`` s are atomic column-to-column edges: ``fdd`` (direct data flow), ``fdr`` (indirect: WHERE,
+JOIN, GROUP BY, HAVING, window...), ``join``, ``call`` and ``er``. Every edge also carries its v2 reading
+(``flow`` = data_flow / restricts / groups / calls, ``transform`` code and copy ``effect``).
+
+The model is frozen and canonical: :class:`Lineage` sorts and de-duplicates what it holds, so the same
+input always serialises to the same bytes. Identity is by ``Dataset.id``; build ids with :func:`dataset_id`
+so the SQL, Spark and SQLFlow extractors name the same table the same way.
+"""
+
+from __future__ import annotations
+
+import enum
+import hashlib
+import re
+from collections.abc import Iterable
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+PSEUDO_ROWS = "PseudoRows"
+"""Name of the system-made column that stands for a dataset's row set."""
+
+ORPHAN_TABLE = "pseudo_table_include_orphan_column"
+"""Name of the pseudo table that holds columns no table could be found for (without a schema)."""
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid", use_enum_values=False)
+
+
+class DatasetKind(str, enum.Enum):
+    """What an object in the lineage is. Permanent kinds become Atlas entities of their own."""
+
+    TABLE = "table"
+    VIEW = "view"
+    RESULTSET = "resultset"
+    PATH = "path"
+    STAGE = "stage"
+    STREAM = "stream"
+    VARIABLE = "variable"
+    PSEUDO_TABLE = "pseudoTable"
+    CONSTANT_TABLE = "constantTable"
+
+    @property
+    def is_permanent(self) -> bool:
+        """Whether objects of this kind outlive the statement (and so sit in table-level lineage)."""
+        return self in _PERMANENT_KINDS
+
+
+_PERMANENT_KINDS = frozenset(
+    {DatasetKind.TABLE, DatasetKind.VIEW, DatasetKind.PATH, DatasetKind.STAGE, DatasetKind.STREAM}
+)
+
+
+class RelationType(str, enum.Enum):
+    """v1 relation types as SQLFlow writes them."""
+
+    FDD = "fdd"
+    FDR = "fdr"
+    JOIN = "join"
+    CALL = "call"
+    ER = "er"
+
+
+class ClauseType(str, enum.Enum):
+    """Where in the statement an indirect (``fdr``) source was found."""
+
+    WHERE = "where"
+    JOIN = "join"
+    GROUP_BY = "group by"
+    HAVING = "having"
+    WINDOW = "window"
+    ORDER_BY = "order by"
+    CONDITION = "condition"
+    """A CASE/IF/FILTER condition or MERGE ON: decides which value or branch, copies nothing."""
+    INSERT_VALUES = "insertValues"
+    SELECT = "select"
+    """Row-count flow through a FROM-clause subquery/CTE, or COUNT(*) fed by the table's PseudoRows."""
+
+
+class FlowKind(str, enum.Enum):
+    """v2 relationship kinds."""
+
+    DATA_FLOW = "data_flow"
+    RESTRICTS = "restricts"
+    GROUPS = "groups"
+    CALLS = "calls"
+
+
+class Effect(str, enum.Enum):
+    """v2 strength of a data flow."""
+
+    EXACT_COPY = "EXACT_COPY"
+    MODIFIED_COPY = "MODIFIED_COPY"
+    AGGREGATION = "AGGREGATION"
+    PARTIAL_COPY = "PARTIAL_COPY"
+    AMBIGUOUS = "AMBIGUOUS"
+
+
+class Span(_Frozen):
+    """A 1-based, inclusive-start / exclusive-end range in the input text."""
+
+    line: int = Field(ge=1)
+    column: int = Field(ge=1)
+    end_line: int = Field(ge=1)
+    end_column: int = Field(ge=1)
+
+    def __str__(self) -> str:
+        return f"{self.line}:{self.column}-{self.end_line}:{self.end_column}"
+
+
+class Column(_Frozen):
+    """A column of a dataset. ``system`` marks tool-made columns such as PseudoRows."""
+
+    name: str
+    system: bool = False
+    data_type: str | None = None
+    expression: str | None = None
+    """For resultset columns: the SQL text that computes the column."""
+    spans: tuple[Span, ...] = ()
+
+
+class Dataset(_Frozen):
+    """A table, view, resultset, path, stage, stream, variable or pseudo table.
+
+    ``name`` is the object's own name (unquoted, case kept); ``db`` and ``catalog`` qualify it the way
+    sqlglot does (``catalog.db.name``). Paths and stages keep their location in ``uri``. ``sub_type``
+    holds SQLFlow's resultset type (``select_list``, ``insert-select``...), a table's ``function`` subType,
+    or a variable's ``scalar`` / ``cursor`` / ``record``.
+    """
+
+    id: str
+    kind: DatasetKind
+    name: str
+    db: str | None = None
+    catalog: str | None = None
+    sub_type: str | None = None
+    uri: str | None = None
+    alias: str | None = None
+    file_format: str | None = None
+    columns: tuple[Column, ...] = ()
+    process_ids: tuple[str, ...] = ()
+    """Processes that write into this object (SQLFlow ``processIds``)."""
+    spans: tuple[Span, ...] = ()
+
+    @model_validator(mode="after")
+    def _canonical(self) -> Dataset:
+        by_name: dict[str, Column] = {}
+        for col in self.columns:
+            by_name.setdefault(col.name, col)
+        cols = tuple(sorted(by_name.values(), key=lambda c: (c.system, c.name.lower(), c.name)))
+        object.__setattr__(self, "columns", cols)
+        object.__setattr__(self, "process_ids", tuple(sorted(set(self.process_ids))))
+        object.__setattr__(self, "spans", _sorted_spans(self.spans))
+        return self
+
+    @property
+    def qualified_name(self) -> str:
+        """``catalog.db.name`` with the parts that are known (paths: their uri)."""
+        if self.kind in (DatasetKind.PATH,) and self.uri:
+            return self.uri
+        return ".".join(p for p in (self.catalog, self.db, self.name) if p)
+
+    def column(self, name: str) -> Column | None:
+        """The column called ``name`` (exact match first, then case-insensitive)."""
+        for col in self.columns:
+            if col.name == name:
+                return col
+        low = name.lower()
+        for col in self.columns:
+            if col.name.lower() == low:
+                return col
+        return None
+
+
+class ColumnRef(_Frozen):
+    """One end of a relation: a column of a dataset, by the dataset's id."""
+
+    dataset_id: str
+    column: str
+
+    def __str__(self) -> str:
+        return f"{self.dataset_id}.{self.column}"
+
+
+_DEFAULT_FLOW = {
+    RelationType.FDD: FlowKind.DATA_FLOW,
+    RelationType.FDR: FlowKind.RESTRICTS,
+    RelationType.JOIN: FlowKind.RESTRICTS,
+    RelationType.CALL: FlowKind.CALLS,
+    RelationType.ER: FlowKind.DATA_FLOW,
+}
+
+
+class Relation(_Frozen):
+    """An atomic edge from one source column to one target column.
+
+    SQLFlow groups several sources under one target; we keep one edge per source so the v2 reading
+    (always 1 -> 1) and the end-to-end collapse work on the same records. ``flow`` defaults to the v2
+    kind implied by ``type`` and ``clause_type`` (GROUP BY -> groups, other fdr -> restricts).
+    """
+
+    type: RelationType
+    source: ColumnRef
+    target: ColumnRef
+    effect_type: str | None = None
+    """v1 statement kind that made the edge: select, insert, create_view, rename_table, foreign_key..."""
+    clause_type: ClauseType | None = None
+    process_id: str | None = None
+    flow: FlowKind | None = None
+    effect: Effect | None = None
+    transform: str | None = None
+    """The SQL expression text the value passes through (v2 ``transforms.code``)."""
+    function: str | None = None
+    span: Span | None = None
+
+    @model_validator(mode="after")
+    def _default_flow(self) -> Relation:
+        if self.flow is None:
+            flow = _DEFAULT_FLOW[self.type]
+            if self.type is RelationType.FDR and self.clause_type is ClauseType.GROUP_BY:
+                flow = FlowKind.GROUPS
+            object.__setattr__(self, "flow", flow)
+        return self
+
+    def sort_key(self) -> tuple[str, ...]:
+        return (
+            self.target.dataset_id,
+            self.target.column,
+            self.source.dataset_id,
+            self.source.column,
+            self.type.value,
+            self.clause_type.value if self.clause_type else "",
+            self.process_id or "",
+            self.effect_type or "",
+            self.transform or "",
+            str(self.span) if self.span else "",
+        )
+
+
+class Process(_Frozen):
+    """One statement that moves data (SQLFlow ``process``).
+
+    ``query_hash`` is a stable hash of the normalised statement text: the same statement gives the same
+    hash across runs, which is what Atlas's process de-duplication keys on.
+    """
+
+    id: str
+    type: str
+    """Statement kind in snake_case: insert, insert_overwrite, create_table_as_select, create_view, merge..."""
+    name: str
+    query_hash: str
+    statement_index: int | None = None
+    """1-based index of the statement in its script."""
+    sql: str | None = None
+    span: Span | None = None
+    procedure: str | None = None
+    """Fully qualified name of the procedure the statement sits in, if any."""
+    source_file: str | None = None
+
+
+class Argument(_Frozen):
+    """A procedure or function argument."""
+
+    name: str
+    data_type: str | None = None
+    mode: str | None = None
+    """in, out or inout."""
+    span: Span | None = None
+
+
+class Procedure(_Frozen):
+    """A stored procedure, function or trigger defined in the input."""
+
+    id: str
+    name: str
+    type: str = "procedure"
+    db: str | None = None
+    catalog: str | None = None
+    arguments: tuple[Argument, ...] = ()
+    span: Span | None = None
+
+
+class Severity(str, enum.Enum):
+    ERROR = "error"
+    WARNING = "warning"
+
+
+class Problem(_Frozen):
+    """Something an extractor could not do, located precisely enough to fix the input."""
+
+    message: str
+    severity: Severity = Severity.ERROR
+    kind: str = "parse"
+    """parse, unsupported, resolve, timeout, orphan_column, sqlflow..."""
+    file: str | None = None
+    statement_index: int | None = None
+    line: int | None = None
+    column: int | None = None
+
+    def __str__(self) -> str:
+        where = self.file or "<input>"
+        if self.line is not None:
+            where += f":{self.line}"
+            if self.column is not None:
+                where += f":{self.column}"
+        stmt = f" statement {self.statement_index}" if self.statement_index is not None else ""
+        return f"{where}:{stmt} {self.severity.value}: {self.message}"
+
+
+class Lineage(_Frozen):
+    """A canonical lineage graph: sorted, de-duplicated, every reference resolvable.
+
+    Construct it freely; the validator sorts everything and checks that each relation's ends name a
+    dataset and a column that exist, so a half-built graph fails where it is built.
+    """
+
+    datasets: tuple[Dataset, ...] = ()
+    processes: tuple[Process, ...] = ()
+    relations: tuple[Relation, ...] = ()
+    procedures: tuple[Procedure, ...] = ()
+
+    @model_validator(mode="after")
+    def _canonical(self) -> Lineage:
+        datasets = _unique_by_id(self.datasets, "dataset")
+        processes = _unique_by_id(self.processes, "process")
+        procedures = _unique_by_id(self.procedures, "procedure")
+        by_id = {d.id: d for d in datasets}
+        for rel in self.relations:
+            for end in (rel.source, rel.target):
+                ds = by_id.get(end.dataset_id)
+                if ds is None:
+                    msg = f"relation {rel.source} -> {rel.target} names unknown dataset {end.dataset_id!r}"
+                    raise ValueError(msg)
+                if not any(c.name == end.column for c in ds.columns):
+                    msg = f"relation {rel.source} -> {rel.target}: {ds.id} has no column {end.column!r}"
+                    raise ValueError(msg)
+        proc_ids = {p.id for p in processes}
+        for rel in self.relations:
+            if rel.process_id is not None and rel.process_id not in proc_ids:
+                msg = f"relation {rel.source} -> {rel.target} names unknown process {rel.process_id!r}"
+                raise ValueError(msg)
+        rels = {r.sort_key(): r for r in self.relations}
+        object.__setattr__(self, "datasets", tuple(sorted(datasets, key=lambda d: d.id)))
+        object.__setattr__(self, "processes", tuple(sorted(processes, key=lambda p: p.id)))
+        object.__setattr__(self, "procedures", tuple(sorted(procedures, key=lambda p: p.id)))
+        object.__setattr__(self, "relations", tuple(rels[k] for k in sorted(rels)))
+        return self
+
+    def dataset(self, dataset_id: str) -> Dataset:
+        """The dataset with this id (KeyError if absent)."""
+        for ds in self.datasets:
+            if ds.id == dataset_id:
+                return ds
+        raise KeyError(dataset_id)
+
+    def process(self, process_id: str) -> Process:
+        """The process with this id (KeyError if absent)."""
+        for proc in self.processes:
+            if proc.id == process_id:
+                return proc
+        raise KeyError(process_id)
+
+    def to_json(self) -> str:
+        """Canonical JSON: the same lineage always gives the same bytes."""
+        return self.model_dump_json(indent=2, exclude_defaults=True) + "\n"
+
+
+class ExtractionResult(_Frozen):
+    """What every extractor returns: the lineage it could build and the problems it met."""
+
+    lineage: Lineage = Lineage()
+    problems: tuple[Problem, ...] = ()
+
+    @property
+    def ok(self) -> bool:
+        """True when no problem of severity error was met."""
+        return not any(p.severity is Severity.ERROR for p in self.problems)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Identity helpers: the one place dataset ids are spelled, so every extractor meets on the same objects.
+
+_QUOTES = re.compile(r'^(?:"(.*)"|`(.*)`|\[(.*)\]|\'(.*)\')$', re.DOTALL)
+
+
+def unquote(identifier: str) -> str:
+    """Strip one level of SQL quoting: ``"a"``, ```a```, ``[a]`` or ``'a'``."""
+    m = _QUOTES.match(identifier.strip())
+    if not m:
+        return identifier.strip()
+    return next(g for g in m.groups() if g is not None)
+
+
+def dataset_id(
+    kind: DatasetKind,
+    name: str,
+    db: str | None = None,
+    catalog: str | None = None,
+    *,
+    scope: str | None = None,
+) -> str:
+    """The stable id of a dataset.
+
+    Permanent tables and views are keyed case-insensitively on ``catalog.db.name`` (Atlas hooks lower-case
+    them too); paths and stages on their uri, exactly; statement-local objects (resultsets, variables) on
+    ``scope`` (e.g. the process id) plus their name, so the same RS-1 of two scripts never merge.
+
+    >>> dataset_id(DatasetKind.TABLE, "Emp", "Scott")
+    'table:scott.emp'
+    >>> dataset_id(DatasetKind.PATH, "s3://b/k/")
+    'path:s3://b/k/'
+    >>> dataset_id(DatasetKind.RESULTSET, "RS-1", scope="p1")
+    'resultset:p1/RS-1'
+    """
+    if kind in (DatasetKind.PATH, DatasetKind.STAGE, DatasetKind.STREAM) and not db and not catalog:
+        key = name if kind is DatasetKind.PATH else name.lower()
+    else:
+        key = ".".join(p for p in (catalog, db, name) if p)
+        if kind in (DatasetKind.TABLE, DatasetKind.VIEW, DatasetKind.PSEUDO_TABLE, DatasetKind.STAGE,
+                    DatasetKind.STREAM, DatasetKind.CONSTANT_TABLE):
+            key = key.lower()
+    kind_key = "table" if kind is DatasetKind.VIEW else kind.value
+    if scope:
+        key = f"{scope}/{key}"
+    return f"{kind_key}:{key}"
+
+
+def query_hash(sql: str) -> str:
+    """A stable hash of a statement: whitespace-folded and case-folded outside string literals.
+
+    >>> query_hash("select a  from t") == query_hash("SELECT a\\nFROM t")
+    True
+    """
+    parts = re.split(r"('(?:[^']|'')*')", sql.strip().rstrip(";").strip())
+    norm = "".join(p if i % 2 else re.sub(r"\s+", " ", p).lower() for i, p in enumerate(parts))
+    return hashlib.sha256(norm.encode("utf-8")).hexdigest()
+
+
+def merge_lineage(parts: Iterable[Lineage]) -> Lineage:
+    """One lineage from many: datasets with the same id are one dataset, their columns the union."""
+    datasets: dict[str, Dataset] = {}
+    processes: dict[str, Process] = {}
+    procedures: dict[str, Procedure] = {}
+    relations: list[Relation] = []
+    for part in parts:
+        for ds in part.datasets:
+            old = datasets.get(ds.id)
+            datasets[ds.id] = ds if old is None else _merge_dataset(old, ds)
+        for proc in part.processes:
+            processes.setdefault(proc.id, proc)
+        for pr in part.procedures:
+            procedures.setdefault(pr.id, pr)
+        relations.extend(part.relations)
+    return Lineage(
+        datasets=tuple(datasets.values()),
+        processes=tuple(processes.values()),
+        relations=tuple(relations),
+        procedures=tuple(procedures.values()),
+    )
+
+
+def _merge_dataset(a: Dataset, b: Dataset) -> Dataset:
+    cols: dict[str, Column] = {c.name: c for c in a.columns}
+    for c in b.columns:
+        old = cols.get(c.name)
+        if old is None or (old.data_type is None and c.data_type is not None):
+            cols[c.name] = c
+    # A table seen once as a view is a view: CREATE VIEW outranks a bare reference.
+    kind = a.kind if a.kind is b.kind else (DatasetKind.VIEW if DatasetKind.VIEW in (a.kind, b.kind)
+                                            else a.kind)
+    update: dict[str, Any] = {
+        "kind": kind,
+        "columns": tuple(cols.values()),
+        "process_ids": a.process_ids + b.process_ids,
+        "spans": a.spans + b.spans,
+    }
+    for field in ("db", "catalog", "sub_type", "uri", "alias", "file_format"):
+        if getattr(a, field) is None and getattr(b, field) is not None:
+            update[field] = getattr(b, field)
+    return Dataset(**{**dict(a), **update})
+
+
+def _unique_by_id(items: Iterable[Any], what: str) -> list[Any]:
+    seen: dict[str, Any] = {}
+    for item in items:
+        old = seen.get(item.id)
+        if old is not None and old != item:
+            if what == "dataset":
+                seen[item.id] = _merge_dataset(old, item)
+                continue
+            msg = f"two different {what}s share the id {item.id!r}"
+            raise ValueError(msg)
+        seen[item.id] = item
+    return list(seen.values())
+
+
+def _sorted_spans(spans: tuple[Span, ...]) -> tuple[Span, ...]:
+    return tuple(sorted(set(spans), key=lambda s: (s.line, s.column, s.end_line, s.end_column)))

@@ -1,0 +1,45 @@
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+# Fixture modules, one per area, so each area owns its own file.
+pytest_plugins = ["fixtures_atlas", "fixtures_spark"]
+
+REPO = Path(__file__).resolve().parent.parent
+SHARED = REPO.parent / "shared"
+DATA = Path(__file__).resolve().parent / "data"
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--update-golden-files",
+        action="store_true",
+        default=False,
+        help="rewrite tests/golden/* from the current output (review the diff!)",
+    )
+
+
+@pytest.fixture
+def update_golden(request: pytest.FixtureRequest) -> bool:
+    return bool(request.config.getoption("--update-golden-files"))
+
+
+@pytest.fixture(autouse=True)
+def _clean_env(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """No test sees the developer's Atlas settings."""
+    import os
+
+    for key in list(os.environ):
+        if key.startswith("ATLAS_BRIDGE_") or key == "ATLAS_CONF":
+            monkeypatch.delenv(key, raising=False)
+    yield
+
+
+@pytest.fixture(scope="session")
+def shared_dir() -> Path:
+    if not SHARED.is_dir():
+        pytest.skip("../shared is not beside the checkout")
+    return SHARED
