@@ -373,7 +373,7 @@ class Lineage(_Frozen):
 class ExtractionResult(_Frozen):
     """What every extractor returns: the lineage it could build and the problems it met."""
 
-    lineage: Lineage = Lineage()
+    lineage: Lineage = Field(default_factory=lambda: Lineage())
     problems: tuple[Problem, ...] = ()
 
     @property
