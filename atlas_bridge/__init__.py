@@ -15,9 +15,11 @@ __version__ = "0.1.0"
 _EXPORTS: dict[str, str] = {
     "AtlasAuthError": "atlas_bridge.errors",
     "AtlasBridgeError": "atlas_bridge.errors",
+    "AtlasClient": "atlas_bridge.atlas.client",
     "AtlasConflictError": "atlas_bridge.errors",
     "AtlasError": "atlas_bridge.errors",
     "AtlasNotFoundError": "atlas_bridge.errors",
+    "AtlasSink": "atlas_bridge.atlas.sink",
     "AtlasUnavailableError": "atlas_bridge.errors",
     "ClauseType": "atlas_bridge.model",
     "Column": "atlas_bridge.model",
@@ -28,23 +30,40 @@ _EXPORTS: dict[str, str] = {
     "Effect": "atlas_bridge.model",
     "ExtractionError": "atlas_bridge.errors",
     "ExtractionResult": "atlas_bridge.model",
+    "FileSink": "atlas_bridge.atlas.sink",
     "FlowKind": "atlas_bridge.model",
     "Lineage": "atlas_bridge.model",
     "Problem": "atlas_bridge.model",
     "Process": "atlas_bridge.model",
     "Relation": "atlas_bridge.model",
     "RelationType": "atlas_bridge.model",
+    "RunInfo": "atlas_bridge.atlas.convert",
+    "Settings": "atlas_bridge.config",
     "TableLineage": "atlas_bridge.graph",
     "UnsafeInputError": "atlas_bridge.errors",
     "end_to_end": "atlas_bridge.graph",
     "extract_sql_lineage": "atlas_bridge.extractors.sql",
+    "extract_sqlflow_lineage": "atlas_bridge.extractors.sqlflow",
+    "load_typedefs": "atlas_bridge.atlas.typedefs",
+    "make_sink": "atlas_bridge.atlas.sink",
     "merge_lineage": "atlas_bridge.model",
+    "push_directory": "atlas_bridge.atlas.sink",
+    "register_typedefs": "atlas_bridge.atlas.typedefs",
     "table_level": "atlas_bridge.graph",
+    "to_atlas_batches": "atlas_bridge.atlas.convert",
+    "to_atlas_entities": "atlas_bridge.atlas.convert",
+    "to_sqlflow_json": "atlas_bridge.sqlflow_out",
+    "to_sqlflow_xml": "atlas_bridge.sqlflow_out",
 }
 
 __all__ = sorted([*_EXPORTS, "__version__"])
 
 if TYPE_CHECKING:
+    from atlas_bridge.atlas.client import AtlasClient
+    from atlas_bridge.atlas.convert import RunInfo, to_atlas_batches, to_atlas_entities
+    from atlas_bridge.atlas.sink import AtlasSink, FileSink, make_sink, push_directory
+    from atlas_bridge.atlas.typedefs import load_typedefs, register_typedefs
+    from atlas_bridge.config import Settings
     from atlas_bridge.errors import (
         AtlasAuthError,
         AtlasBridgeError,
@@ -57,6 +76,7 @@ if TYPE_CHECKING:
         UnsafeInputError,
     )
     from atlas_bridge.extractors.sql import extract_sql_lineage
+    from atlas_bridge.extractors.sqlflow import extract_sqlflow_lineage
     from atlas_bridge.graph import TableLineage, end_to_end, table_level
     from atlas_bridge.model import (
         ClauseType,
@@ -74,6 +94,7 @@ if TYPE_CHECKING:
         RelationType,
         merge_lineage,
     )
+    from atlas_bridge.sqlflow_out import to_sqlflow_json, to_sqlflow_xml
 
 
 def __getattr__(name: str) -> Any:

@@ -1,9 +1,153 @@
-"""Commands of this group are registered in ``register``."""
+"""``atlas-bridge lineage FILE...``: lineage of SQL scripts (and SQLFlow exports) printed as text or JSON.
+
+Problems go to stderr as ``file:line:col: statement N error: ...``; the exit code is 1 when any statement
+failed (the lineage of the others is still printed).
+"""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+from typing import Any
+
 import click
+
+from atlas_bridge.errors import AtlasBridgeError
+from atlas_bridge.model import ExtractionResult, Lineage, Problem, Severity, merge_lineage
+
+_SQLFLOW_SUFFIXES = (".xml", ".json")
+
+
+def _read_sql(
+    path: Path, dialect: str | None, schema: dict[str, Any] | None, default_db: str | None
+) -> ExtractionResult:
+    from atlas_bridge.extractors.sql import extract_sql_lineage
+
+    text = path.read_text(encoding="utf-8", errors="replace")
+    return extract_sql_lineage(text, dialect, schema, default_db, file=str(path))
+
+
+def _read_sqlflow(path: Path) -> ExtractionResult:
+    from atlas_bridge.extractors.sqlflow import extract_sqlflow_lineage  # type: ignore[import-not-found,unused-ignore]
+
+    result: ExtractionResult = extract_sqlflow_lineage(path.read_bytes(), file=str(path))
+    return result
+
+
+def _text(lineage: Lineage, level: str, chain: bool) -> str:
+    from atlas_bridge.graph import end_to_end, relation_lines, table_level
+
+    if level == "table":
+        tl = table_level(lineage)
+        names = {d.id: d.qualified_name for d in tl.datasets}
+        procs = {p.id: p.type for p in tl.processes}
+        lines = []
+        for e in tl.edges:
+            proc = f"process:{procs[e.process_id]}" if e.process_id in procs else "process:?"
+            suffix = " (fdr)" if e.type.value == "fdr" else ""
+            lines.append(
+                f"{names.get(e.source, e.source)} -> {proc} -> {names.get(e.target, e.target)}{suffix}"
+            )
+        return "\n".join(sorted(lines))
+    return "\n".join(relation_lines(lineage if chain else end_to_end(lineage)))
+
+
+def _render(lineage: Lineage, fmt: str, level: str, chain: bool) -> str:
+    if fmt == "text":
+        return _text(lineage, level, chain)
+    if fmt == "json":
+        if level == "table":
+            from atlas_bridge.graph import table_level
+
+            return table_level(lineage).model_dump_json(indent=2, exclude_defaults=True)
+        if not chain:
+            from atlas_bridge.graph import end_to_end
+
+            return end_to_end(lineage).to_json().rstrip("\n")
+        return lineage.to_json().rstrip("\n")
+    if fmt == "sqlflow-xml":
+        from atlas_bridge.sqlflow_out import to_sqlflow_xml  # type: ignore[import-not-found,unused-ignore]
+
+        return str(to_sqlflow_xml(lineage, level=level))
+    from atlas_bridge.sqlflow_out import to_sqlflow_json  # type: ignore[import-not-found,unused-ignore]
+
+    return str(to_sqlflow_json(lineage))
+
+
+@click.command("lineage")
+@click.argument(
+    "files", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False, path_type=Path)
+)
+@click.option(
+    "--dialect", "-d", default=None, help="SQL dialect (spark, hive, snowflake, bigquery, tsql, ...)."
+)
+@click.option(
+    "--schema",
+    "schema_file",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="JSON {db: {table: {column: type}}} (or {table: {column: type}}) to resolve columns and expand *.",
+)
+@click.option("--default-db", default=None, help="Database of tables written without one.")
+@click.option("--level", type=click.Choice(["column", "table"]), default="column", show_default=True)
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["text", "json", "sqlflow-xml", "sqlflow-json"]),
+    default="text",
+    show_default=True,
+)
+@click.option(
+    "--chain/--end-to-end",
+    default=None,
+    help="Every hop through resultsets, or only their ends (default: end to end for text, the whole "
+    "canonical model for json).",
+)
+def lineage_command(
+    files: tuple[Path, ...],
+    dialect: str | None,
+    schema_file: Path | None,
+    default_db: str | None,
+    level: str,
+    fmt: str,
+    chain: bool | None,
+) -> None:
+    """Print the lineage of SQL scripts (.xml/.json files are read as SQLFlow exports)."""
+    schema: dict[str, Any] | None = None
+    if schema_file is not None:
+        try:
+            schema = json.loads(schema_file.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as e:
+            msg = f"{schema_file}: {e}"
+            raise click.BadParameter(msg, param_hint="--schema") from e
+    parts: list[Lineage] = []
+    problems: list[Problem] = []
+    failed = False
+    for path in files:
+        try:
+            if path.suffix.lower() in _SQLFLOW_SUFFIXES:
+                result = _read_sqlflow(path)
+            else:
+                result = _read_sql(path, dialect, schema, default_db)
+        except (AtlasBridgeError, OSError, ImportError) as e:
+            click.echo(f"{path}: error: {e}", err=True)
+            failed = True
+            continue
+        parts.append(result.lineage)
+        problems.extend(result.problems)
+    for problem in problems:
+        click.echo(str(problem), err=True)
+        failed = failed or problem.severity is Severity.ERROR
+    try:
+        out = _render(merge_lineage(parts), fmt, level, fmt != "text" if chain is None else chain)
+    except ImportError as e:
+        msg = f"--format {fmt} is not available: {e}"
+        raise click.UsageError(msg) from e
+    if out:
+        click.echo(out)
+    if failed:
+        raise SystemExit(1)
 
 
 def register(group: click.Group) -> None:
     """Add this module's commands to the ``atlas-bridge`` group."""
+    group.add_command(lineage_command)

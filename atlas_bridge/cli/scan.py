@@ -1,9 +1,280 @@
-"""Commands of this group are registered in ``register``."""
+"""``atlas-bridge scan``: the batch bridge (find SQL, SQLFlow exports and query logs; lineage into Atlas)."""
 
 from __future__ import annotations
 
+import contextlib
+import json
+import logging
+import os
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
 import click
+
+from atlas_bridge.errors import AtlasBridgeError, ConfigError
+
+logger = logging.getLogger(__name__)
+
+_PHASES = {"extract": "extract (partitions)", "merge": "merge (partitions)", "deliver": "deliver (batches)"}
 
 
 def register(group: click.Group) -> None:
     """Add this module's commands to the ``atlas-bridge`` group."""
+    group.add_command(scan_command)
+
+
+@click.command("scan")
+@click.argument("paths", nargs=-1, required=True, type=click.Path(exists=True, path_type=Path))
+@click.option("--dialect", default=None, help="SQL dialect of scripts and query logs (hive, spark, ...).")
+@click.option(
+    "--schema",
+    "schema_file",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    default=None,
+    help="sqlglot schema mapping as JSON ({db: {table: {col: type}}}); default: a schema.json in a scanned "
+    "directory.",
+)
+@click.option("--default-db", default=None, help="Database of unqualified table names.")
+@click.option(
+    "--include", multiple=True, metavar="GLOB", help="Only files matching (path or name); repeatable."
+)
+@click.option("--exclude", multiple=True, metavar="GLOB", help="Leave out files matching; repeatable.")
+@click.option(
+    "--to",
+    "to",
+    default=None,
+    metavar="atlas|DIR",
+    help="'atlas' sends to the configured Atlas; DIR writes the request bodies there (never contacts Atlas). "
+    "Default: Atlas when one is configured, else the configured output_dir.",
+)
+@click.option(
+    "--out",
+    "out_dir",
+    default=None,
+    type=click.Path(path_type=Path),
+    help="Where summary.json and resume state go (default: the --to DIR, else output_dir).",
+)
+@click.option("--master", default=None, help="Spark master URL (default local[*]).")
+@click.option(
+    "--namespace", default=None, help="Atlas metadata namespace (default from config, else primary)."
+)
+@click.option(
+    "--config",
+    "config_file",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    default=None,
+    help="An atlas-application.properties (default: $ATLAS_CONF's).",
+)
+@click.option(
+    "--fail-on",
+    type=click.Choice(["error", "warning", "never"]),
+    default="error",
+    show_default=True,
+    help="Exit 1 when the run met errors (or warnings too); 'never' always exits 0 after a finished run.",
+)
+@click.option(
+    "--query-field", default=None, help="Query-text field/column of query logs (default: detected)."
+)
+@click.option(
+    "--batch-size",
+    default=500,
+    show_default=True,
+    type=click.IntRange(min=1),
+    help="Most entities per Atlas request.",
+)
+@click.option(
+    "--partitions",
+    default=None,
+    type=click.IntRange(min=1),
+    help="Spark partitions (default 4 x default parallelism).",
+)
+@click.option(
+    "--no-resume", is_flag=True, help="Send every batch even if a previous run had it acknowledged."
+)
+@click.option("--no-progress", is_flag=True, help="No progress bar (log lines only).")
+def scan_command(
+    paths: tuple[Path, ...],
+    dialect: str | None,
+    schema_file: Path | None,
+    default_db: str | None,
+    include: tuple[str, ...],
+    exclude: tuple[str, ...],
+    to: str | None,
+    out_dir: Path | None,
+    master: str | None,
+    namespace: str | None,
+    config_file: Path | None,
+    fail_on: str,
+    query_field: str | None,
+    batch_size: int,
+    partitions: int | None,
+    no_resume: bool,
+    no_progress: bool,
+) -> None:
+    """Scan PATH... for SQL scripts (.sql .hql .ddl), SQLFlow exports (.xml .json) and query logs
+    (.jsonl .csv, or .json lines with a query field); extract lineage on Spark; deliver it in batches.
+
+    Writes summary.json (files, statements, processes, entities created/updated/unchanged, errors with
+    file:line) and prints it. A re-run skips batches already acknowledged. Exit codes: 0 success,
+    1 the run met errors (see --fail-on), 2 usage or configuration error, 130 interrupted.
+    """
+    from atlas_bridge import batch
+
+    _quiet_spark_logging()
+    try:
+        settings, delivery, report_dir = _prepare(to, out_dir, namespace, config_file)
+        options = batch.ScanOptions(
+            dialect=dialect,
+            schema=_load_schema(schema_file, paths),
+            default_db=default_db,
+            query_field=query_field,
+        )
+    except ConfigError as e:
+        raise click.UsageError(str(e)) from e
+
+    try:
+        with _progress_bars(disabled=no_progress) as progress:
+            summary = batch.scan(
+                [str(p) for p in paths],
+                delivery,
+                namespace=settings.namespace,
+                master=master,
+                options=options,
+                include=include,
+                exclude=exclude,
+                # Files are rewritten whole each run (same input, same bytes); Atlas deliveries resume.
+                state_dir=report_dir / ".state" if delivery.target.startswith("atlas:") else None,
+                max_entities=batch_size,
+                partitions=partitions,
+                progress=progress,
+                resume=not no_resume,
+            )
+    except KeyboardInterrupt:
+        click.echo("interrupted; re-run to resume", err=True)
+        sys.exit(130)
+    except ConfigError as e:
+        raise click.UsageError(str(e)) from e
+    except AtlasBridgeError as e:
+        click.echo(f"error: {e}", err=True)
+        sys.exit(1)
+    finally:
+        with contextlib.suppress(Exception):
+            delivery.close()
+
+    path = batch.write_summary(summary, report_dir)
+    click.echo(summary.render())
+    click.echo(f"summary:    {path}")
+    if summary.failed(fail_on):
+        sys.exit(1)
+
+
+def _prepare(
+    to: str | None, out_dir: Path | None, namespace: str | None, config_file: Path | None
+) -> tuple[Any, Any, Path]:
+    """Settings, the delivery and the report directory for ``--to``."""
+    from atlas_bridge import batch
+    from atlas_bridge.config import Settings
+
+    to_atlas = to == "atlas"
+    overrides: dict[str, Any] = {"namespace": namespace}
+    if to is not None and not to_atlas:
+        # --to DIR is a dry run: the files are written and Atlas is never contacted, whatever is configured.
+        overrides.update(output_dir=Path(to), rest_address=[])
+    settings = Settings.load(config_file, **overrides)
+    if to is None:
+        to_atlas = settings.atlas_configured
+    if to_atlas and not settings.atlas_configured:
+        msg = (
+            "--to atlas needs an Atlas address: set ATLAS_BRIDGE_REST_ADDRESS, or atlas.rest.address in the "
+            "file given with --config (or $ATLAS_CONF/atlas-application.properties)"
+        )
+        raise ConfigError(msg)
+    report_dir = out_dir if out_dir is not None else settings.output_dir
+    if to_atlas:
+        from atlas_bridge.atlas.client import AtlasClient
+        from atlas_bridge.atlas.sink import AtlasSink
+        from atlas_bridge.atlas.typedefs import register_typedefs
+
+        client = AtlasClient.from_settings(settings)
+        logger.info("typedefs: %s", register_typedefs(client))
+        # No spool: the scan's resume state is what makes an interrupted delivery restart where it stopped.
+        delivery: Any = batch.SinkDelivery(
+            AtlasSink(client, spool_dir=None), "atlas:" + ",".join(settings.base_urls)
+        )
+    else:
+        from atlas_bridge.atlas.sink import make_sink
+
+        _clear_previous_batches(Path(settings.output_dir))
+        target = f"files:{Path(settings.output_dir).resolve()}"
+        delivery = batch.SinkDelivery(make_sink(settings), target)
+    return settings, delivery, Path(report_dir)
+
+
+def _clear_previous_batches(folder: Path) -> None:
+    """A scan's folder holds this scan's batches only: the same input then gives the same files."""
+    from atlas_bridge.atlas.sink import MANIFEST
+
+    manifest = folder / MANIFEST
+    if not manifest.is_file():
+        return
+    old = sorted(folder.glob("[0-9][0-9][0-9][0-9]*-entities.json"))
+    for path in old:
+        path.unlink()
+    manifest.unlink()
+    logger.info("replaced %d batch file(s) of a previous run in %s", len(old), folder)
+
+
+def _load_schema(schema_file: Path | None, paths: tuple[Path, ...]) -> dict[str, Any] | None:
+    if schema_file is None:
+        found = [p / "schema.json" for p in paths if p.is_dir() and (p / "schema.json").is_file()]
+        if not found:
+            return None
+        schema_file = found[0]
+        logger.info("using the schema mapping in %s", schema_file)
+    try:
+        data = json.loads(schema_file.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as e:
+        msg = f"cannot read schema {schema_file}: {e}"
+        raise ConfigError(msg) from e
+    if not isinstance(data, dict):
+        msg = f"schema {schema_file} must be a JSON object ({{db: {{table: {{column: type}}}}}})"
+        raise ConfigError(msg)
+    return data
+
+
+def _quiet_spark_logging() -> None:
+    """INFO progress lines when nobody set a level and stderr is no terminal (spark-submit, CI, cron)."""
+    if os.environ.get("ATLAS_BRIDGE_LOG_LEVEL") is None and not sys.stderr.isatty():
+        for name in ("atlas_bridge.batch", "atlas_bridge.cli.scan"):
+            lg = logging.getLogger(name)
+            if lg.getEffectiveLevel() > logging.INFO:
+                lg.setLevel(logging.INFO)
+
+
+@contextlib.contextmanager
+def _progress_bars(*, disabled: bool) -> Iterator[Any]:
+    """A ``progress(phase, done, total)`` drawing one tqdm bar per phase (only on a terminal)."""
+    from tqdm import tqdm
+    from tqdm.contrib.logging import logging_redirect_tqdm
+
+    bars: dict[str, Any] = {}
+
+    def progress(phase: str, done: int, total: int) -> None:
+        bar = bars.get(phase)
+        if bar is None:
+            for other in bars.values():
+                other.close()
+            bar = bars[phase] = tqdm(
+                total=total, desc=_PHASES.get(phase, phase), disable=True if disabled else None, leave=False
+            )
+        bar.total = total
+        bar.update(done - bar.n)
+
+    with logging_redirect_tqdm():
+        try:
+            yield progress
+        finally:
+            for bar in bars.values():
+                bar.close()

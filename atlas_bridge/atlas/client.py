@@ -1,0 +1,504 @@
+"""A small, strict REST client for the handful of Atlas v2 endpoints the bridge needs.
+
+Built on ``requests`` and the official ``apache-atlas`` package, going around the latter where it falls
+short (see the reference, §5): it sets no timeout, never retries, returns ``None`` on 503, keeps no status
+code or ``errorCode`` in its exceptions, and drops a base URL's path prefix (``urljoin``). What we take
+from ``apache-atlas``:
+
+* the endpoint paths (``EntityClient`` / ``TypeDefClient`` / ``LineageClient`` constants), so the URLs are
+  the ones Atlas's own Python client uses;
+* its session, when a caller already holds an ``apache_atlas`` client (:meth:`AtlasClient.from_apache_atlas`
+  keeps its auth and TLS settings and mounts our retrying adapter on it);
+* its full API for anything we do not wrap: :attr:`AtlasClient.apache_atlas` is an ``apache_atlas``
+  client on *our* session (retries, timeouts, auth) with the path prefix kept.
+
+Everything this module raises derives from :class:`atlas_bridge.errors.AtlasError` and carries
+``status_code``, Atlas's ``error_code``, the ``url`` (never with credentials) and a short body excerpt.
+Passwords never reach a log line or an error message.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+from urllib.parse import quote, urljoin, urlsplit, urlunsplit
+
+import requests
+from apache_atlas.client.entity import EntityClient
+from apache_atlas.client.lineage import LineageClient
+from apache_atlas.client.typedef import TypeDefClient
+from pydantic import SecretStr
+from requests.adapters import HTTPAdapter
+from urllib3.util.retry import Retry
+
+from atlas_bridge import __version__
+from atlas_bridge.errors import (
+    AtlasAuthError,
+    AtlasConflictError,
+    AtlasError,
+    AtlasNotFoundError,
+    AtlasUnavailableError,
+    ConfigError,
+)
+
+if TYPE_CHECKING:
+    from atlas_bridge.config import Settings
+
+logger = logging.getLogger(__name__)
+
+USER_AGENT = f"atlas-bridge/{__version__} python-requests/{requests.__version__}"
+"""Not browser-like on purpose: a ``Mozilla`` agent makes Atlas's CSRF filter demand a header (§2.1)."""
+
+RETRY_STATUSES = (429, 500, 502, 503, 504)
+_BODY_EXCERPT = 500
+
+
+def _api_path(constant: str) -> str:
+    """An ``apache_atlas`` endpoint constant (``api/atlas/v2/entity/bulk/``) as a clean relative path."""
+    return constant.strip("/")
+
+
+TYPEDEFS_PATH = _api_path(TypeDefClient.TYPEDEFS_API)  # api/atlas/v2/types/typedefs
+TYPEDEF_HEADERS_PATH = TYPEDEFS_PATH + "/headers"
+TYPEDEF_BY_NAME_PATH = _api_path(TypeDefClient.TYPEDEF_BY_NAME)  # api/atlas/v2/types/typedef/name
+ENTITY_PATH = _api_path(EntityClient.ENTITY_API)  # api/atlas/v2/entity
+ENTITY_BULK_PATH = _api_path(EntityClient.ENTITY_BULK_API)  # api/atlas/v2/entity/bulk
+LINEAGE_PATH = _api_path(LineageClient.LINEAGE_URI)  # api/atlas/v2/lineage
+
+
+class _TimeoutAdapter(HTTPAdapter):
+    """An adapter that puts a timeout on every request, also those made by ``apache_atlas`` code."""
+
+    def __init__(self, timeout: tuple[float, float], **kwargs: Any) -> None:
+        self._timeout = timeout
+        super().__init__(**kwargs)
+
+    def send(self, request: requests.PreparedRequest, *args: Any, **kwargs: Any) -> requests.Response:
+        if kwargs.get("timeout") is None:
+            kwargs["timeout"] = self._timeout
+        return super().send(request, *args, **kwargs)
+
+
+def make_retry(retries: int, backoff: float) -> Retry:
+    """The retry policy: connection errors, 429 and 5xx, with backoff, honouring ``Retry-After``.
+
+    ``raise_on_status=False`` hands the last response back so it is mapped to a typed error with Atlas's
+    ``errorCode``. POST is retried: ``entity/bulk`` is an upsert keyed on qualifiedName. A retried typedef
+    POST that had in fact been applied answers 409, which typedef registration handles by diffing first.
+    """
+    return Retry(
+        total=retries,
+        connect=retries,
+        read=retries,
+        status=retries,
+        other=0,
+        backoff_factor=backoff,
+        status_forcelist=RETRY_STATUSES,
+        allowed_methods=frozenset({"GET", "PUT", "POST", "DELETE"}),
+        respect_retry_after_header=True,
+        raise_on_status=False,
+        raise_on_redirect=False,
+    )
+
+
+def _split_credentials(url: str) -> tuple[str, str | None, str | None]:
+    """``https://u:p@h/x`` -> (``https://h/x``, u, p): credentials never stay in a URL we log or raise."""
+    parts = urlsplit(url.strip())
+    if not parts.scheme or not parts.hostname:
+        msg = f"Atlas address must be an http(s) URL, got {_redact_userinfo(url)!r}"
+        raise ConfigError(msg)
+    if parts.scheme not in ("http", "https"):
+        msg = f"Atlas address must use http or https, got {parts.scheme!r}"
+        raise ConfigError(msg)
+    user = parts.username
+    password = parts.password
+    netloc = parts.hostname if ":" not in parts.hostname else f"[{parts.hostname}]"
+    if parts.port is not None:
+        netloc += f":{parts.port}"
+    clean = urlunsplit((parts.scheme, netloc, parts.path.rstrip("/"), "", ""))
+    return clean, user, password
+
+
+def _redact_userinfo(url: str) -> str:
+    """Hide anything before an ``@`` in the authority part, with or without a scheme."""
+    return re.sub(r"^([A-Za-z][A-Za-z0-9+.-]*://)?[^/@]*@", r"\1***@", url.strip())
+
+
+class AtlasClient:
+    """Atlas REST v2 on one ``requests.Session``: timeouts, retries, failover, typed errors.
+
+    Args:
+        base_url: one Atlas address or several (HA: tried in order, the last good one is kept). A path
+            prefix is kept: ``https://gw/x/atlas`` -> ``https://gw/x/atlas/api/atlas/v2/...``.
+        auth: any ``requests`` auth object (e.g. ``requests_kerberos.HTTPKerberosAuth()``) or a tuple.
+        username, password: basic auth, when ``auth`` is not given.
+        timeout: ``(connect, read)`` seconds, applied to every request.
+        retries: retries per address for connection errors, 429 and 5xx.
+        backoff: urllib3 backoff factor in seconds (0 in tests).
+        verify: TLS verification: True, False, or a CA bundle path.
+        session: a session to use (its auth/TLS settings are kept unless given here).
+    """
+
+    def __init__(
+        self,
+        base_url: str | Sequence[str],
+        *,
+        auth: requests.auth.AuthBase | tuple[str, str] | None = None,
+        username: str | None = None,
+        password: str | SecretStr | None = None,
+        timeout: tuple[float, float] = (5.0, 60.0),
+        retries: int = 5,
+        backoff: float = 0.5,
+        verify: bool | str = True,
+        session: requests.Session | None = None,
+    ) -> None:
+        urls = [base_url] if isinstance(base_url, str) else list(base_url)
+        if not urls:
+            msg = "AtlasClient needs at least one Atlas address"
+            raise ConfigError(msg)
+        self.base_urls: list[str] = []
+        for url in urls:
+            clean, url_user, url_password = _split_credentials(url)
+            self.base_urls.append(clean)
+            if url_user and username is None and auth is None:
+                username, password = url_user, url_password
+        if isinstance(auth, tuple) and len(auth) == 2 and username is None:
+            username, password = str(auth[0]), str(auth[1])  # a (user, password) tuple is basic auth
+        self._active = 0
+        self.timeout = (float(timeout[0]), float(timeout[1]))
+        self.retry = make_retry(retries, backoff)
+        self.username = username
+        secret = password.get_secret_value() if isinstance(password, SecretStr) else password
+        # Kept only to scrub it from bodies we quote in errors; never logged or formatted.
+        self._secret = secret or None
+
+        self.session = session if session is not None else requests.Session()
+        if auth is not None:
+            self.session.auth = auth
+        elif username is not None:
+            self.session.auth = requests.auth.HTTPBasicAuth(username, secret or "")
+        if session is None or verify is not True:
+            self.session.verify = verify
+        self.session.headers["User-Agent"] = USER_AGENT
+        self.session.headers["Accept"] = "application/json"
+        adapter = _TimeoutAdapter(self.timeout, max_retries=self.retry)
+        self.session.mount("http://", adapter)
+        self.session.mount("https://", adapter)
+
+    def __repr__(self) -> str:
+        return f"AtlasClient({self.base_urls!r}, username={self.username!r})"
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> AtlasClient:
+        """A client for ``settings`` (Kerberos needs the ``kerberos`` extra)."""
+        if not settings.atlas_configured:
+            msg = "no Atlas address configured (atlas.rest.address / ATLAS_BRIDGE_REST_ADDRESS / --atlas)"
+            raise ConfigError(msg)
+        auth: Any = None
+        if settings.kerberos:
+            try:
+                from requests_kerberos import OPTIONAL, HTTPKerberosAuth
+            except ImportError as e:
+                msg = (
+                    "Kerberos authentication needs the 'kerberos' extra: pip install 'atlas-bridge[kerberos]'"
+                )
+                raise ConfigError(msg) from e
+            auth = HTTPKerberosAuth(mutual_authentication=OPTIONAL)
+        verify: bool | str = str(settings.ca_bundle) if settings.ca_bundle else settings.verify_tls
+        return cls(
+            settings.base_urls,
+            auth=auth,
+            username=None if auth is not None else settings.username,
+            password=None if auth is not None else settings.password,
+            timeout=(settings.connect_timeout_s, settings.read_timeout_s),
+            retries=settings.retries,
+            backoff=settings.backoff_s,
+            verify=verify,
+        )
+
+    @classmethod
+    def from_apache_atlas(cls, client: Any, **kwargs: Any) -> AtlasClient:
+        """Wrap an ``apache_atlas.client.base_client.AtlasClient``: reuse its session (auth, TLS) and host.
+
+        Its host keeps its path prefix here (the official client's ``urljoin`` drops it), and its session
+        gets our retrying, timing-out adapter, so the official client's own calls gain both too.
+        """
+        auth = getattr(client.session, "auth", None)
+        kwargs.setdefault("session", client.session)
+        if (
+            isinstance(auth, requests.auth.HTTPBasicAuth)
+            and "username" not in kwargs
+            and "auth" not in kwargs
+        ):
+            kwargs["username"], kwargs["password"] = auth.username, auth.password
+        elif isinstance(auth, tuple) and "auth" not in kwargs:
+            kwargs["auth"] = auth
+        wrapped = cls(client.host, **kwargs)
+        return wrapped
+
+    @property
+    def apache_atlas(self) -> Any:
+        """An ``apache_atlas`` client sharing this session, for endpoints we do not wrap.
+
+        Errors from it are still the official client's (``AtlasServiceException``, ``None`` on 503).
+        """
+        from apache_atlas.client.base_client import AtlasClient as OfficialClient
+
+        official = OfficialClient(self.base_url, None)
+        official.session = self.session
+        official.host = self.base_url + "/"  # a trailing slash makes its urljoin keep the path prefix
+        return official
+
+    @property
+    def base_url(self) -> str:
+        """The address in use (the last one that answered)."""
+        return self.base_urls[self._active]
+
+    # -- typedefs ---------------------------------------------------------------------------------
+
+    def get_typedef_headers(self, **filters: str) -> list[dict[str, Any]]:
+        """``GET /v2/types/typedefs/headers`` (no typeVersion in it: see the reference §2.2)."""
+        result = self._request("GET", TYPEDEF_HEADERS_PATH, params=filters or None)
+        return list(result) if isinstance(result, list) else []
+
+    def get_all_typedefs(self, **filters: str) -> dict[str, Any]:
+        """``GET /v2/types/typedefs``: the full ``AtlasTypesDef``; filters as Atlas's SearchFilter."""
+        return self._expect_dict(self._request("GET", TYPEDEFS_PATH, params=filters or None))
+
+    def get_typedef(self, name: str) -> dict[str, Any] | None:
+        """One typedef by name, or None when Atlas has no such type."""
+        try:
+            return self._expect_dict(self._request("GET", f"{TYPEDEF_BY_NAME_PATH}/{quote(name, safe='')}"))
+        except AtlasNotFoundError:
+            return None
+
+    def create_typedefs(self, body: Mapping[str, Any]) -> dict[str, Any]:
+        """``POST /v2/types/typedefs``: creates only; any existing name fails the request with 409."""
+        return self._expect_dict(self._request("POST", TYPEDEFS_PATH, body=body))
+
+    def update_typedefs(self, body: Mapping[str, Any]) -> dict[str, Any]:
+        """``PUT /v2/types/typedefs``: updates only; a missing name gives 404."""
+        return self._expect_dict(self._request("PUT", TYPEDEFS_PATH, body=body))
+
+    # -- entities ---------------------------------------------------------------------------------
+
+    def post_entities(self, body: Mapping[str, Any]) -> dict[str, Any]:
+        """``POST /v2/entity/bulk`` (upsert): returns the ``EntityMutationResponse``."""
+        entities = body.get("entities") or []
+        logger.debug("posting %d entities", len(entities))
+        return self._expect_dict(self._request("POST", ENTITY_BULK_PATH, body=body))
+
+    def get_entity(self, type_name: str, qualified_name: str) -> dict[str, Any] | None:
+        """``{entity, referredEntities}`` of the ACTIVE entity with this qualifiedName, or None."""
+        path = f"{ENTITY_PATH}/uniqueAttribute/type/{quote(type_name, safe='')}"
+        try:
+            return self._expect_dict(
+                self._request("GET", path, params={"attr:qualifiedName": qualified_name})
+            )
+        except AtlasNotFoundError:
+            return None
+
+    def get_entity_by_guid(self, guid: str) -> dict[str, Any]:
+        """``{entity, referredEntities}``; deleted entities come back with ``status: DELETED``."""
+        return self._expect_dict(self._request("GET", f"{ENTITY_PATH}/guid/{quote(guid, safe='')}"))
+
+    def delete_entity(self, guid: str) -> dict[str, Any]:
+        """Soft-delete by guid (a missing or deleted entity is not an error in Atlas)."""
+        return self._expect_dict(self._request("DELETE", f"{ENTITY_PATH}/guid/{quote(guid, safe='')}"))
+
+    # -- lineage ----------------------------------------------------------------------------------
+
+    def get_lineage(self, guid: str, direction: str = "BOTH", depth: int = 3) -> dict[str, Any]:
+        """``GET /v2/lineage/{guid}``: ``guidEntityMap`` + ``relations`` (data-flow direction)."""
+        params = {"direction": direction, "depth": str(depth)}
+        return self._expect_dict(
+            self._request("GET", f"{LINEAGE_PATH}/{quote(guid, safe='')}", params=params)
+        )
+
+    def get_lineage_by_qualified_name(
+        self, type_name: str, qualified_name: str, direction: str = "BOTH", depth: int = 3
+    ) -> dict[str, Any]:
+        """``GET /v2/lineage/uniqueAttribute/type/{type}?attr:qualifiedName=..``."""
+        path = f"{LINEAGE_PATH}/uniqueAttribute/type/{quote(type_name, safe='')}"
+        params = {"attr:qualifiedName": qualified_name, "direction": direction, "depth": str(depth)}
+        return self._expect_dict(self._request("GET", path, params=params))
+
+    # -- transport --------------------------------------------------------------------------------
+
+    def _expect_dict(self, result: Any) -> dict[str, Any]:
+        return result if isinstance(result, dict) else {}
+
+    def _request(
+        self,
+        method: str,
+        path: str,
+        *,
+        params: Mapping[str, str] | None = None,
+        body: Mapping[str, Any] | None = None,
+    ) -> Any:
+        """One call, failing over across the addresses on :class:`AtlasUnavailableError`.
+
+        A passive HA instance redirects to the active one (302, or 307 for writes). requests would drop
+        the Authorization header on that cross-host hop, so redirects are not followed blindly: one that
+        points at another configured address moves the call there; any other is an error.
+        """
+        data = json.dumps(body, separators=(",", ":")).encode("utf-8") if body is not None else None
+        last: AtlasError | None = None
+        n = len(self.base_urls)
+        order = [(self._active + step) % n for step in range(n)]
+        tried: set[int] = set()
+        while order:
+            index = order.pop(0)
+            if index in tried:
+                continue
+            tried.add(index)
+            try:
+                result = self._request_once(self.base_urls[index], method, path, params, data)
+            except _PeerRedirect as r:
+                logger.info("Atlas at %s is not active; it redirects to %s", self.base_urls[index], r.target)
+                order.insert(0, r.index)
+                last = r
+                continue
+            except AtlasUnavailableError as e:
+                last = e
+                if n > 1:
+                    logger.warning(
+                        "Atlas at %s unavailable (%s); trying the next address", e.url, e.status_code
+                    )
+                continue
+            if index != self._active:
+                logger.info("failed over to Atlas at %s", self.base_urls[index])
+                self._active = index
+            return result
+        assert last is not None
+        if n > 1 or isinstance(last, _PeerRedirect):
+            msg = f"no Atlas address answered ({len(tried)} tried); last: {last}"
+            raise AtlasUnavailableError(
+                msg, status_code=last.status_code, error_code=last.error_code, url=last.url, body=last.body
+            ) from last
+        raise last
+
+    def _request_once(
+        self,
+        base: str,
+        method: str,
+        path: str,
+        params: Mapping[str, str] | None,
+        data: bytes | None,
+    ) -> Any:
+        url = f"{base}/{path}"
+        headers = {"Content-Type": "application/json"} if data is not None else None
+        logger.debug("%s %s (%d bytes)", method, url, len(data) if data else 0)
+        try:
+            response = self.session.request(
+                method,
+                url,
+                params=params,
+                data=data,
+                headers=headers,
+                timeout=self.timeout,
+                allow_redirects=False,
+            )
+        except requests.Timeout as e:
+            msg = (
+                f"Atlas at {base} timed out on {method} {path}"
+                f" (timeouts: {self.timeout[0]}s connect, {self.timeout[1]}s read)"
+            )
+            raise AtlasUnavailableError(msg, url=url) from e
+        except requests.ConnectionError as e:
+            msg = f"cannot reach Atlas at {base} ({method} {path}): {self._reason(e)}"
+            raise AtlasUnavailableError(msg, url=url) from e
+        except requests.RequestException as e:
+            msg = f"request to Atlas at {base} failed ({method} {path}): {e.__class__.__name__}"
+            raise AtlasError(msg, url=url) from e
+        if 200 <= response.status_code < 300:
+            if not response.content:
+                return {}
+            try:
+                return response.json()
+            except ValueError as e:
+                msg = f"Atlas answered {method} {path} with non-JSON (HTTP {response.status_code})"
+                raise AtlasError(
+                    msg, status_code=response.status_code, url=url, body=self._excerpt(response.text)
+                ) from e
+        if 300 <= response.status_code < 400 and response.headers.get("Location"):
+            raise self._redirect(method, path, url, response)
+        raise self._error(method, path, url, response)
+
+    def _redirect(self, method: str, path: str, url: str, response: requests.Response) -> AtlasError:
+        target = urljoin(url, response.headers["Location"])
+        clean_target = _redact_userinfo(target.split("?", 1)[0])
+        for i, peer in enumerate(self.base_urls):
+            if target.startswith(peer + "/") and peer != url[: len(peer)]:
+                return _PeerRedirect(i, clean_target, status_code=response.status_code, url=url)
+        msg = (
+            f"Atlas at {url.split('/api/atlas')[0]} redirected {method} {path} to {clean_target}"
+            f" (HTTP {response.status_code}); not followed, so credentials only go to configured"
+            " addresses: add that address to atlas.rest.address"
+        )
+        return AtlasError(msg, status_code=response.status_code, url=url)
+
+    def _reason(self, exc: Exception) -> str:
+        text = str(exc)
+        if self._secret:
+            text = text.replace(self._secret, "***")
+        return text[:300]
+
+    def _excerpt(self, text: str) -> str:
+        if self._secret:
+            text = text.replace(self._secret, "***")
+        return text[:_BODY_EXCERPT]
+
+    def _error(self, method: str, path: str, url: str, response: requests.Response) -> AtlasError:
+        status = response.status_code
+        body = self._excerpt(response.text or "")
+        error_code: str | None = None
+        detail = ""
+        try:
+            payload = response.json()
+        except ValueError:
+            payload = None
+        if isinstance(payload, dict):
+            error_code = payload.get("errorCode") if isinstance(payload.get("errorCode"), str) else None
+            detail = str(payload.get("errorMessage") or payload.get("error") or "")
+        if not detail and body and not body.lstrip().startswith("<"):
+            detail = body.strip().splitlines()[0] if body.strip() else ""
+        detail = self._excerpt(detail)[:300]
+        where = f"{method} {path}"
+        kwargs: dict[str, Any] = {"status_code": status, "error_code": error_code, "url": url, "body": body}
+        if status in (401, 419):
+            who = f"user {self.username!r}" if self.username else "the configured authentication"
+            base = url.split("/api/atlas")[0]
+            msg = f"Atlas at {base} refused the credentials of {who} (HTTP {status}) on {where}"
+            return AtlasAuthError(msg, **kwargs)
+        if status == 403:
+            who = f"user {self.username!r}" if self.username else "the authenticated user"
+            msg = f"Atlas denied {who} permission for {where} (HTTP 403{_code(error_code)}): {detail}"
+            return AtlasAuthError(msg, **kwargs)
+        msg = f"Atlas answered {where} with HTTP {status}{_code(error_code)}"
+        if detail:
+            msg += f": {detail}"
+        if status == 404:
+            return AtlasNotFoundError(msg, **kwargs)
+        if status == 409:
+            return AtlasConflictError(msg, **kwargs)
+        if status in RETRY_STATUSES:
+            msg += f" (after {self.retry.total} retries)"
+            return AtlasUnavailableError(msg, **kwargs)
+        return AtlasError(msg, **kwargs)
+
+
+class _PeerRedirect(AtlasError):
+    """A passive HA instance pointed at another configured address (internal: never escapes)."""
+
+    def __init__(self, index: int, target: str, *, status_code: int, url: str) -> None:
+        super().__init__(f"redirected to {target} (HTTP {status_code})", status_code=status_code, url=url)
+        self.index = index
+        self.target = target
+
+
+def _code(error_code: str | None) -> str:
+    return f" {error_code}" if error_code else ""

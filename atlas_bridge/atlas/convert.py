@@ -1,0 +1,616 @@
+"""Lineage model -> Atlas ``POST /v2/entity/bulk`` bodies (pure, deterministic).
+
+What goes to Atlas by default:
+
+* **Datasets**: the permanent tables, views, paths, stages and streams that take part in the lineage (or
+  that a process writes), as ``atlas_bridge_table`` / ``_view`` / ``_path``, each with its real columns as
+  ``atlas_bridge_column`` entities. Tool-made columns (``PseudoRows``) and ``*`` are never columns.
+* **Processes**: one ``atlas_bridge_process`` per statement that moves data, inputs and outputs taken from
+  table-level lineage (``graph.table_level``'s rule: self-lineage dropped). Its qualifiedName is stable
+  across runs, so Atlas de-duplicates re-runs.
+* **Column lineage**: from *end-to-end* column lineage (resultsets collapsed), one
+  ``atlas_bridge_column_lineage`` per (process, target column, dependency kind): ``DIRECT`` gathers the
+  ``fdd`` sources (with the transform ``expression`` and ``effect``), ``INDIRECT`` the ``fdr`` ones (with the
+  ``clauses``: where, join, group by...). Both are Process subtypes between column entities, so both show on
+  a column's Lineage tab, as two differently named nodes.
+* **PseudoRows** (the row set) is not a column:
+
+  - a column that restricts the target's rows (``x -fdr-> target.PseudoRows``: WHERE, JOIN ON, GROUP BY,
+    HAVING) becomes an ``INDIRECT`` source of every real column the same statement writes in that target,
+    as Hive's lineage does with predicates. Sending the *table* as the output instead would put a
+    column-lineage node, and all the column lineage upstream of the filter, on the target table's
+    Lineage tab, for nearly every statement. When the statement writes no real column there (``DELETE
+    ... WHERE``), the restriction stays in table-level lineage only;
+  - a row count that feeds a value (``source.PseudoRows -> target.col``: COUNT(*)) has no source column, so
+    the source *dataset entity itself* is an input of that column's lineage process: the column's Lineage
+    tab shows the table it counts. The price is one column-lineage node on that table's own Lineage tab
+    (downstream side), accepted because aggregates without a column argument are rare;
+  - row set to row set (``PseudoRows -> PseudoRows``) is exactly the table-level edge, already drawn by
+    the process.
+* **Process executions**: one ``atlas_bridge_process_execution`` per process when a :class:`RunInfo` is
+  given.
+* **Resultsets** only on request (``include_resultsets=True``): what a statement returns without writing it
+  anywhere, as ``atlas_bridge_resultset``; intermediate resultsets never (end to end collapses them).
+
+How it is sent, because Atlas replaces any relationship array it receives:
+
+* a column carries its ``table`` end; the dataset never carries ``columns``, so reading two columns of a
+  ten-column table leaves the other eight alone. Column lineage and executions carry their ``process``
+  end; the process never carries ``columnLineages`` or ``processExecutions``. A process's ``inputs`` and
+  ``outputs`` and a column lineage's are sent whole: they are complete for that statement.
+* every entity is sent with its required attributes (qualifiedName, name), never with nulls, so
+  re-sending a table that is only read changes nothing.
+* every reference is an ``AtlasRelatedObjectId`` with ``relationshipType``, ``typeName`` and
+  ``uniqueAttributes``, plus the negative placeholder ``guid`` when the referenced entity is in the same
+  body (Atlas resolves unique attributes against the store only).
+* entities are ordered in tiers (datasets and their columns, then processes, then column lineage and
+  executions) and batches are cut from that order, so a reference is either to the same batch (by guid)
+  or to an earlier one (by unique attributes): every batch stands alone when batches are sent in order.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+from atlas_bridge import naming
+from atlas_bridge.graph import end_to_end
+from atlas_bridge.model import (
+    PSEUDO_ROWS,
+    Column,
+    Dataset,
+    DatasetKind,
+    Effect,
+    Lineage,
+    Process,
+    Relation,
+    RelationType,
+)
+
+logger = logging.getLogger(__name__)
+
+TYPE_TABLE = "atlas_bridge_table"
+TYPE_VIEW = "atlas_bridge_view"
+TYPE_PATH = "atlas_bridge_path"
+TYPE_RESULTSET = "atlas_bridge_resultset"
+TYPE_COLUMN = "atlas_bridge_column"
+TYPE_PROCESS = "atlas_bridge_process"
+TYPE_COLUMN_LINEAGE = "atlas_bridge_column_lineage"
+TYPE_PROCESS_EXECUTION = "atlas_bridge_process_execution"
+
+REL_COLUMNS = "atlas_bridge_dataset_columns"
+REL_COLUMN_LINEAGES = "atlas_bridge_process_column_lineages"
+REL_EXECUTIONS = "atlas_bridge_process_process_executions"
+REL_INPUTS = "dataset_process_inputs"
+REL_OUTPUTS = "process_dataset_outputs"
+
+_PSEUDO_NAMES = frozenset({PSEUDO_ROWS.lower(), "relationrows"})
+_EFFECT_RANK = {
+    Effect.EXACT_COPY: 0,
+    Effect.PARTIAL_COPY: 1,
+    Effect.MODIFIED_COPY: 2,
+    Effect.AGGREGATION: 3,
+    Effect.AMBIGUOUS: 4,
+}
+# When two model datasets land on one qualifiedName, the more specific type wins.
+_TYPE_RANK = {TYPE_VIEW: 0, TYPE_PATH: 1, TYPE_TABLE: 2, TYPE_RESULTSET: 3}
+_TIER_DATASETS, _TIER_PROCESSES, _TIER_DETAILS = 1, 2, 3
+
+
+class RunInfo(BaseModel):
+    """One run of the lineage's statements, recorded as a process execution per process.
+
+    ``run_id`` must be unique per run (a Spark application id plus execution id, a scheduler's run id, a
+    UUID): it makes the execution's qualifiedName. Times are epoch milliseconds.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    run_id: str
+    user: str | None = None
+    start_ms: int | None = None
+    end_ms: int | None = None
+    application_id: str | None = None
+    query_text: str | None = None
+    """Overrides each process's own statement text (e.g. when the run's text is all that is known)."""
+    host: str | None = None
+    status: str | None = None
+
+
+@dataclass(frozen=True, order=True)
+class _Ref:
+    type_name: str
+    qualified_name: str
+    relationship_type: str
+
+
+@dataclass
+class _Entity:
+    tier: int
+    group: str
+    type_name: str
+    qualified_name: str
+    attributes: dict[str, Any]
+    refs: dict[str, list[_Ref] | _Ref] = field(default_factory=dict)
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return (self.type_name, self.qualified_name)
+
+    def sort_key(self) -> tuple[int, str, int, str, str]:
+        # Tier first (so references only ever point back), then owner: a dataset sorts just before its
+        # columns, and a process's column lineage and executions sort together, so chunks keep them close.
+        own = 0 if self.qualified_name == self.group else 1
+        return (self.tier, self.group, own, self.type_name, self.qualified_name)
+
+
+def _is_real(col: Column) -> bool:
+    """Whether a column is a real one (not tool-made like PseudoRows/RelationRows, not ``*``)."""
+    return not col.system and col.name.lower() not in _PSEUDO_NAMES and col.name != "*"
+
+
+def _dataset_type(ds: Dataset, resultsets: bool = False) -> str | None:
+    if ds.kind is DatasetKind.VIEW:
+        return TYPE_VIEW
+    if ds.kind in (DatasetKind.TABLE, DatasetKind.STREAM):
+        return TYPE_TABLE
+    if ds.kind in (DatasetKind.PATH, DatasetKind.STAGE):
+        return TYPE_PATH
+    if resultsets and ds.kind is DatasetKind.RESULTSET:
+        return TYPE_RESULTSET
+    return None
+
+
+class _Builder:
+    """Collects the entities of one lineage, keyed by (typeName, qualifiedName)."""
+
+    def __init__(self, lineage: Lineage, namespace: str, resultsets: bool) -> None:
+        self.resultsets = resultsets
+        self.namespace = namespace
+        self.by_id = {d.id: d for d in lineage.datasets}
+        self.procs = {p.id: p for p in lineage.processes}
+        self.entities: dict[tuple[str, str], _Entity] = {}
+        self.dataset_qn: dict[str, str] = {}  # model dataset id -> qualifiedName of its entity
+        self.dataset_type: dict[str, str] = {}  # dataset qualifiedName -> its entity's typeName
+        self.process_qn: dict[str, str] = {}
+        self._column_qns: dict[tuple[str, str], str] = {}
+
+    # -- datasets ---------------------------------------------------------------------------------
+    def add_dataset(self, ds: Dataset) -> str | None:
+        """Add a permanent dataset (and its real columns); returns its qualifiedName."""
+        type_name = _dataset_type(ds, self.resultsets)
+        if type_name is None:
+            return None
+        qn = naming.dataset_qualified_name(ds, self.namespace)
+        attrs: dict[str, Any] = {"qualifiedName": qn}
+        if type_name == TYPE_RESULTSET:
+            attrs["name"] = ds.name
+            if ds.sub_type:
+                attrs["resultsetType"] = ds.sub_type
+        elif type_name == TYPE_PATH:
+            attrs["name"] = ds.name
+            if ds.uri:
+                attrs["uri"] = ds.uri
+            if ds.file_format:
+                attrs["fileFormat"] = ds.file_format
+        else:
+            attrs["name"] = ds.name.lower()
+            attrs["databaseName"] = (ds.db or naming.DEFAULT_DB).lower()
+            if ds.catalog:
+                attrs["catalogName"] = ds.catalog.lower()
+            if ds.kind is DatasetKind.STREAM:
+                attrs["tableType"] = "STREAM"
+            if type_name == TYPE_VIEW:
+                text = self._view_text(ds)
+                if text:
+                    attrs["viewText"] = text
+        old_type = self.dataset_type.get(qn)
+        if old_type is not None:
+            old = self.entities.pop((old_type, qn))
+            if _TYPE_RANK[type_name] < _TYPE_RANK[old_type]:
+                old.type_name = type_name
+            for k, v in attrs.items():
+                old.attributes.setdefault(k, v)
+            entity = old
+        else:
+            entity = _Entity(_TIER_DATASETS, qn, type_name, qn, attrs)
+        self.entities[entity.key] = entity
+        self.dataset_type[qn] = entity.type_name
+        self.dataset_qn[ds.id] = qn
+        for col in ds.columns:
+            if not _is_real(col):
+                continue
+            cqn = self.column_qn(ds.id, col.name)
+            key = (TYPE_COLUMN, cqn)
+            cattrs: dict[str, Any] = {"qualifiedName": cqn, "name": col.name.lower()}
+            if col.data_type:
+                cattrs["type"] = col.data_type
+            if col.expression and type_name == TYPE_RESULTSET:
+                cattrs["expression"] = col.expression
+            existing = self.entities.get(key)
+            if existing is not None:
+                for k, v in cattrs.items():
+                    existing.attributes.setdefault(k, v)
+                continue
+            self.entities[key] = _Entity(_TIER_DATASETS, qn, TYPE_COLUMN, cqn, cattrs)
+        return qn
+
+    def _view_text(self, ds: Dataset) -> str | None:
+        for pid in ds.process_ids:
+            proc = self.procs.get(pid)
+            if proc is not None and "view" in proc.type and proc.sql:
+                return proc.sql
+        return None
+
+    def table_ref(self, dataset_id: str, relationship_type: str) -> _Ref:
+        qn = self.dataset_qn[dataset_id]
+        return _Ref(self.dataset_type[qn], qn, relationship_type)
+
+    def column_qn(self, dataset_id: str, column: str) -> str:
+        key = (dataset_id, column)
+        cqn = self._column_qns.get(key)
+        if cqn is None:
+            ds = self.by_id[dataset_id]
+            cqn = self._column_qns[key] = naming.dataset_column_qualified_name(ds, column, self.namespace)
+        return cqn
+
+    def column_ref(self, dataset_id: str, column: str, relationship_type: str) -> _Ref:
+        return _Ref(TYPE_COLUMN, self.column_qn(dataset_id, column), relationship_type)
+
+    # -- processes --------------------------------------------------------------------------------
+    def add_process(self, proc: Process, inputs: Iterable[str], outputs: Iterable[str]) -> _Entity:
+        qn = self.process_qn[proc.id]
+        entity = self.entities.get((TYPE_PROCESS, qn))
+        if entity is None:
+            attrs: dict[str, Any] = {
+                "qualifiedName": qn,
+                "name": proc.name or proc.type,
+                "operationType": proc.type,
+                "queryHash": proc.query_hash,
+            }
+            if proc.sql:
+                attrs["queryText"] = proc.sql
+            if proc.source_file:
+                attrs["sourceFile"] = proc.source_file
+            if proc.procedure:
+                attrs["procedureName"] = proc.procedure
+            entity = _Entity(_TIER_PROCESSES, qn, TYPE_PROCESS, qn, attrs, {"inputs": [], "outputs": []})
+            self.entities[entity.key] = entity
+        ins = entity.refs["inputs"]
+        outs = entity.refs["outputs"]
+        assert isinstance(ins, list)
+        assert isinstance(outs, list)
+        ins.extend(self.table_ref(i, REL_INPUTS) for i in inputs)
+        outs.extend(self.table_ref(o, REL_OUTPUTS) for o in outputs)
+        return entity
+
+    def add_execution(self, proc_entity: _Entity, proc: Process, run: RunInfo) -> None:
+        pqn = proc_entity.qualified_name
+        qn = naming.process_execution_qualified_name(pqn, run.run_id)
+        if (TYPE_PROCESS_EXECUTION, qn) in self.entities:
+            return
+        attrs: dict[str, Any] = {
+            "qualifiedName": qn,
+            "name": f"{proc_entity.attributes['name']} (run {run.run_id})",
+            "runId": run.run_id,
+        }
+        optional = {
+            "startTime": run.start_ms,
+            "endTime": run.end_ms,
+            "userName": run.user,
+            "queryText": run.query_text or proc.sql,
+            "applicationId": run.application_id,
+            "hostName": run.host,
+            "status": run.status,
+        }
+        attrs.update({k: v for k, v in optional.items() if v is not None})
+        refs: dict[str, list[_Ref] | _Ref] = {"process": _Ref(TYPE_PROCESS, pqn, REL_EXECUTIONS)}
+        self.entities[(TYPE_PROCESS_EXECUTION, qn)] = _Entity(
+            _TIER_DETAILS, pqn, TYPE_PROCESS_EXECUTION, qn, attrs, refs
+        )
+
+
+@dataclass
+class _ColumnLineage:
+    inputs: set[_Ref] = field(default_factory=set)
+    clauses: set[str] = field(default_factory=set)
+    expressions: set[str] = field(default_factory=set)
+    effects: set[Effect] = field(default_factory=set)
+
+
+@dataclass
+class _Restriction:
+    """Columns that restrict the rows a process writes into one dataset (``x -fdr-> target.PseudoRows``)."""
+
+    sources: set[tuple[str, str]] = field(default_factory=set)
+    clauses: set[str] = field(default_factory=set)
+    expressions: set[str] = field(default_factory=set)
+
+
+def _process_qualified_names(lineage: Lineage, namespace: str) -> dict[str, str]:
+    """Every process's qualifiedName in one pass (``naming.process_qualified_name`` for each, in bulk)."""
+    by_id = {d.id: d for d in lineage.datasets}
+    written: dict[str, set[str]] = defaultdict(set)
+    for rel in lineage.relations:
+        if rel.process_id is not None:
+            written[rel.process_id].add(rel.target.dataset_id)
+    for ds in lineage.datasets:
+        for pid in ds.process_ids:
+            written[pid].add(ds.id)
+    out: dict[str, str] = {}
+    for proc in lineage.processes:
+        ids = sorted(i for i in written.get(proc.id, ()) if i in by_id and by_id[i].kind.is_permanent)
+        outputs = [naming.dataset_qualified_name(by_id[i], namespace) for i in ids]
+        out[proc.id] = naming.process_qualified_name_from(outputs, proc.query_hash, namespace)
+    return out
+
+
+def _build(lineage: Lineage, namespace: str, run: RunInfo | None, resultsets: bool = False) -> list[_Entity]:
+    b = _Builder(lineage, namespace, resultsets)
+    b.process_qn = _process_qualified_names(lineage, namespace)
+    e2e = end_to_end(lineage)
+    # Permanent datasets only -> their real column names.
+    real = {
+        d.id: {c.name for c in d.columns if _is_real(c)} for d in e2e.datasets if _dataset_type(d, resultsets)
+    }
+
+    chain = (RelationType.FDD, RelationType.FDR)
+    # Table level (graph.table_level's rule) and the real columns each process writes per target.
+    table_edges: dict[str, set[tuple[str, str]]] = defaultdict(set)
+    written: dict[tuple[str, str], set[str]] = defaultdict(set)
+    for rel in e2e.relations:
+        src_id, tgt_id = rel.source.dataset_id, rel.target.dataset_id
+        if (
+            rel.process_id is None
+            or rel.process_id not in b.process_qn
+            or src_id not in real
+            or tgt_id not in real
+        ):
+            continue
+        if (rel.type in chain or rel.type is RelationType.ER) and src_id != tgt_id:
+            table_edges[rel.process_id].add((src_id, tgt_id))
+        if rel.type in chain and rel.target.column in real[tgt_id]:
+            written[(rel.process_id, tgt_id)].add(rel.target.column)
+
+    # Column lineage: (process id, target dataset, target column, dependency) <- (source dataset, column);
+    # row restrictions (column -> target row set) are gathered per (process, target) and fanned out later.
+    pending: list[tuple[tuple[str, str, str, str], tuple[str, str | None], Relation]] = []
+    restrict: dict[tuple[str, str], _Restriction] = defaultdict(_Restriction)
+    for rel in e2e.relations:
+        if rel.type not in chain or rel.process_id not in b.process_qn or rel.process_id is None:
+            continue
+        src, tgt = rel.source, rel.target
+        if src.dataset_id not in real or tgt.dataset_id not in real:
+            continue
+        if src.column == "*" or tgt.column == "*":
+            continue  # no schema known: only the table-level edge is certain
+        src_real = src.column in real[src.dataset_id]
+        if tgt.column in real[tgt.dataset_id]:
+            dep = naming.DEPENDENCY_DIRECT if rel.type is RelationType.FDD else naming.DEPENDENCY_INDIRECT
+            key = (rel.process_id, tgt.dataset_id, tgt.column, dep)
+            pending.append((key, (src.dataset_id, src.column if src_real else None), rel))
+        elif src_real and written.get((rel.process_id, tgt.dataset_id)):
+            r = restrict[(rel.process_id, tgt.dataset_id)]
+            r.sources.add((src.dataset_id, src.column))
+            if rel.clause_type is not None:
+                r.clauses.add(rel.clause_type.value)
+            if rel.transform:
+                r.expressions.add(rel.transform)
+        # else row set -> row set (or nothing written): the table-level edge says it all
+
+    # Datasets: everything in a table-level edge or column lineage, or written by a process.
+    used: set[str] = set()
+    for edges in table_edges.values():
+        for s, t in edges:
+            used.update((s, t))
+    for key, (src_id, _), _rel in pending:
+        used.update((src_id, key[1]))
+    for (_pid, tgt_id), r in restrict.items():
+        used.add(tgt_id)
+        used.update(src_id for src_id, _ in r.sources)
+    used.update(d.id for d in lineage.datasets if d.process_ids and d.id in real)
+    for ds in lineage.datasets:
+        if ds.id in used:
+            b.add_dataset(ds)
+    for ent in b.entities.values():
+        if ent.type_name == TYPE_COLUMN:  # its owner's type is final only now (table -> view)
+            ent.refs["table"] = _Ref(b.dataset_type[ent.group], ent.group, REL_COLUMNS)
+
+    # Processes: those with table-level edges or column lineage; one entity per qualifiedName.
+    proc_entities: dict[str, _Entity] = {}
+    for pid in sorted(set(table_edges) | {key[0] for key, _, _ in pending} | {k[0] for k in restrict}):
+        pairs = sorted(table_edges.get(pid, ()))
+        proc_entities[pid] = b.add_process(b.procs[pid], [s for s, _ in pairs], [t for _, t in pairs])
+
+    # Keyed by qualifiedNames, so the same statement twice in a script makes one entity.
+    col_lineage: dict[tuple[str, str, str], _ColumnLineage] = defaultdict(_ColumnLineage)
+    outputs: dict[tuple[str, str, str], _Ref] = {}
+    for (pid, tgt_id, column, dep), (src_id, src_col), rel in pending:
+        out = b.column_ref(tgt_id, column, REL_OUTPUTS)
+        cl_key = (b.process_qn[pid], out.qualified_name, dep)
+        outputs[cl_key] = out
+        cl = col_lineage[cl_key]
+        if src_col is None:
+            cl.inputs.add(b.table_ref(src_id, REL_INPUTS))
+        else:
+            cl.inputs.add(b.column_ref(src_id, src_col, REL_INPUTS))
+        if rel.type is RelationType.FDR and rel.clause_type is not None:
+            cl.clauses.add(rel.clause_type.value)
+        if rel.transform:
+            cl.expressions.add(rel.transform)
+        if rel.effect is not None and dep == naming.DEPENDENCY_DIRECT:
+            cl.effects.add(rel.effect)
+    for (pid, tgt_id), r in restrict.items():
+        refs = {b.column_ref(src_id, src_col, REL_INPUTS) for src_id, src_col in r.sources}
+        for column in written[(pid, tgt_id)]:
+            out = b.column_ref(tgt_id, column, REL_OUTPUTS)
+            cl_key = (b.process_qn[pid], out.qualified_name, naming.DEPENDENCY_INDIRECT)
+            outputs[cl_key] = out
+            cl = col_lineage[cl_key]
+            cl.inputs |= refs
+            cl.clauses |= r.clauses
+            cl.expressions |= r.expressions
+
+    for (pqn, out_qn, dep), cl in col_lineage.items():
+        qn = naming.column_lineage_qualified_name(pqn, out_qn, dep, namespace)
+        label = out_qn.removesuffix(f"@{namespace}")
+        clauses = sorted(cl.clauses)
+        name = f"{label} ({dep.lower()}{': ' + ', '.join(clauses) if clauses else ''})"
+        attrs: dict[str, Any] = {"qualifiedName": qn, "name": name, "dependencyType": dep}
+        if clauses:
+            attrs["clauses"] = clauses
+        if cl.expressions:
+            attrs["expression"] = "\n".join(sorted(cl.expressions))
+        if cl.effects:
+            attrs["effect"] = max(cl.effects, key=lambda e: _EFFECT_RANK[e]).value
+        refs_: dict[str, list[_Ref] | _Ref] = {
+            "inputs": sorted(cl.inputs),
+            "outputs": [outputs[(pqn, out_qn, dep)]],
+            "process": _Ref(TYPE_PROCESS, pqn, REL_COLUMN_LINEAGES),
+        }
+        b.entities[(TYPE_COLUMN_LINEAGE, qn)] = _Entity(
+            _TIER_DETAILS, pqn, TYPE_COLUMN_LINEAGE, qn, attrs, refs_
+        )
+
+    if run is not None:
+        for pid, proc_entity in sorted(proc_entities.items()):
+            b.add_execution(proc_entity, b.procs[pid], run)
+
+    return sorted(b.entities.values(), key=_Entity.sort_key)
+
+
+def _render_ref(ref: _Ref, guids: dict[tuple[str, str], str]) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "typeName": ref.type_name,
+        "uniqueAttributes": {"qualifiedName": ref.qualified_name},
+        "relationshipType": ref.relationship_type,
+    }
+    guid = guids.get((ref.type_name, ref.qualified_name))
+    if guid is not None:
+        out["guid"] = guid
+    return out
+
+
+def _render(entity: _Entity, guid: str, local: dict[tuple[str, str], str]) -> dict[str, Any]:
+    rel_attrs: dict[str, Any] = {}
+    for name, value in sorted(entity.refs.items()):
+        if isinstance(value, list):
+            unique = sorted(set(value))
+            rel_attrs[name] = [_render_ref(r, local) for r in unique]
+        else:
+            rel_attrs[name] = _render_ref(value, local)
+    body: dict[str, Any] = {
+        "typeName": entity.type_name,
+        "guid": guid,
+        "attributes": dict(sorted(entity.attributes.items())),
+    }
+    if rel_attrs:
+        body["relationshipAttributes"] = rel_attrs
+    return body
+
+
+def _guids(entities: list[_Entity]) -> dict[tuple[str, str], str]:
+    return {e.key: f"-{i}" for i, e in enumerate(entities, start=1)}
+
+
+def to_atlas_entities(
+    lineage: Lineage, *, namespace: str, run: RunInfo | None = None, include_resultsets: bool = False
+) -> list[dict[str, Any]]:
+    """All Atlas entities for a lineage, in one list whose references use placeholder guids.
+
+    Args:
+        lineage: the lineage to send.
+        namespace: Atlas's metadata namespace (``atlas.metadata.namespace``), the ``@`` part of names.
+        run: when given, one process execution per process records this run.
+        include_resultsets: also send what statements return without writing it anywhere (a top-level
+            SELECT's result) as ``atlas_bridge_resultset`` entities, so queries that only read show too.
+
+    Returns:
+        ``AtlasEntity`` dicts, sorted (datasets and columns, processes, then column lineage and executions),
+        with guids ``-1``, ``-2``... in that order.
+
+    >>> from atlas_bridge.model import Column, ColumnRef, Dataset, DatasetKind as K, Process, Relation
+    >>> a = Dataset(id="table:s.a", kind=K.TABLE, name="a", db="s", columns=[Column(name="x")])
+    >>> b = Dataset(id="table:s.b", kind=K.TABLE, name="b", db="s", columns=[Column(name="x")])
+    >>> p = Process(id="process:1", type="insert", name="Insert into s.b", query_hash="ab" * 32)
+    >>> r = Relation(type="fdd", source=ColumnRef(dataset_id=a.id, column="x"),
+    ...              target=ColumnRef(dataset_id=b.id, column="x"), process_id=p.id)
+    >>> ents = to_atlas_entities(Lineage(datasets=[a, b], processes=[p], relations=[r]), namespace="cl1")
+    >>> [(e["guid"], e["typeName"], e["attributes"]["qualifiedName"]) for e in ents]
+    ... # doctest: +NORMALIZE_WHITESPACE
+    [('-1', 'atlas_bridge_table', 's.a@cl1'), ('-2', 'atlas_bridge_column', 's.a.x@cl1'),
+     ('-3', 'atlas_bridge_table', 's.b@cl1'), ('-4', 'atlas_bridge_column', 's.b.x@cl1'),
+     ('-5', 'atlas_bridge_process', 's.b@cl1:abababababababab'),
+     ('-6', 'atlas_bridge_column_lineage', 's.b@cl1:abababababababab:s.b.x:direct')]
+    >>> ents[4]["relationshipAttributes"]["inputs"]  # doctest: +NORMALIZE_WHITESPACE
+    [{'typeName': 'atlas_bridge_table', 'uniqueAttributes': {'qualifiedName': 's.a@cl1'},
+      'relationshipType': 'dataset_process_inputs', 'guid': '-1'}]
+    """
+    entities = _build(lineage, namespace, run, include_resultsets)
+    guids = _guids(entities)
+    return [_render(e, guids[e.key], guids) for e in entities]
+
+
+def _chunks(
+    entities: list[_Entity], guids: dict[tuple[str, str], str], max_entities: int, max_bytes: int | None
+) -> list[list[_Entity]]:
+    if max_bytes is None:
+        return [entities[i : i + max_entities] for i in range(0, len(entities), max_entities)]
+    out: list[list[_Entity]] = []
+    chunk: list[_Entity] = []
+    size = 0
+    for e in entities:
+        # Rendered with every reference carrying its guid: an upper bound of the size in any chunk.
+        n = len(json.dumps(_render(e, guids[e.key], guids), sort_keys=True)) + 2
+        if chunk and (len(chunk) >= max_entities or size + n > max_bytes):
+            out.append(chunk)
+            chunk, size = [], 0
+        if n > max_bytes:
+            logger.warning("entity %s alone is %d bytes, over max_bytes=%d", e.qualified_name, n, max_bytes)
+        chunk.append(e)
+        size += n
+    if chunk:
+        out.append(chunk)
+    return out
+
+
+def to_atlas_batches(
+    lineage: Lineage,
+    *,
+    namespace: str,
+    run: RunInfo | None = None,
+    max_entities: int = 500,
+    include_resultsets: bool = False,
+    max_bytes: int | None = None,
+) -> list[dict[str, Any]]:
+    """The same entities as :func:`to_atlas_entities`, cut into bulk bodies that each stand alone.
+
+    Batches must be sent in order: a reference to an entity of an earlier batch is by unique attributes
+    (it is in the store by then); one within the batch also carries the placeholder guid. No batch ever
+    names a placeholder it does not define. Small lineage is one batch, so one HTTP request.
+
+    Args:
+        max_entities: at most this many entities per body (Atlas writes a body in one transaction).
+        max_bytes: when set, also keep each body's entities under about this many bytes of JSON (an
+            entity bigger than that travels alone).
+
+    Returns:
+        ``AtlasEntitiesWithExtInfo`` bodies: ``{"entities": [...], "referredEntities": {}}``.
+    """
+    if max_entities < 1:
+        msg = f"max_entities must be at least 1, not {max_entities}"
+        raise ValueError(msg)
+    entities = _build(lineage, namespace, run, include_resultsets)
+    guids = _guids(entities)
+    batches: list[dict[str, Any]] = []
+    for chunk in _chunks(entities, guids, max_entities, max_bytes):
+        local = {e.key: guids[e.key] for e in chunk}
+        batches.append({"entities": [_render(e, guids[e.key], local) for e in chunk], "referredEntities": {}})
+    logger.debug("%d entities in %d batches", len(entities), len(batches))
+    return batches

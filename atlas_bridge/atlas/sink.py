@@ -1,0 +1,364 @@
+"""Where Atlas payloads go: Atlas itself, a folder of request bodies, or nowhere.
+
+Every sink takes the same ``AtlasEntitiesWithExtInfo`` batches (``{"entities": [...],
+"referredEntities": {}}``), so a dry run writes exactly what a live run would POST, and
+``atlas-bridge push DIR`` can replay it later.
+
+A folder written by :class:`FileSink` holds ``0001-entities.json``, ``0002-entities.json``... (sorted keys,
+2-space indent, one file per batch) and ``manifest.json`` listing them in order. :func:`push_directory`
+records what Atlas acknowledged in ``.atlas-bridge-pushed.json`` (per Atlas address), so a re-run after a
+crash resumes where it stopped instead of sending everything again.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import re
+import tempfile
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+from atlas_bridge.errors import AtlasError, AtlasUnavailableError, ConfigError
+
+if TYPE_CHECKING:
+    from atlas_bridge.atlas.client import AtlasClient
+    from atlas_bridge.config import Settings
+
+logger = logging.getLogger(__name__)
+
+MANIFEST = "manifest.json"
+PUSH_STATE = ".atlas-bridge-pushed.json"
+MANIFEST_FORMAT = "atlas-bridge.batches/1"
+_BATCH_RE = re.compile(r"^(\d{4,})-entities\.json$")
+
+
+def dumps_batch(batch: Mapping[str, Any]) -> str:
+    """The one on-disk form of a request body: sorted keys, 2-space indent, trailing newline."""
+    return json.dumps(batch, sort_keys=True, indent=2, ensure_ascii=False) + "\n"
+
+
+def _check_batch(batch: Any) -> None:
+    if not isinstance(batch, Mapping) or not isinstance(batch.get("entities"), list):
+        msg = "a batch must be an AtlasEntitiesWithExtInfo dict with an 'entities' list"
+        raise TypeError(msg)
+
+
+def _atomic_write(path: Path, text: str) -> None:
+    """Write via a temporary file and rename, so a crash never leaves half a file."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def _sha256(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+@dataclass
+class PushReport:
+    """What Atlas did with the batches sent (from ``mutatedEntities``), and what failed."""
+
+    batches: int = 0
+    """Batches Atlas acknowledged in this run."""
+    created: int = 0
+    updated: int = 0
+    unchanged: int = 0
+    deleted: int = 0
+    skipped: int = 0
+    """Batches not sent because an earlier run already delivered them."""
+    spooled: int = 0
+    """Batches kept on disk because Atlas could not be reached."""
+    failures: list[str] = field(default_factory=list)
+    guid_assignments: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def failed(self) -> int:
+        return len(self.failures)
+
+    def add_response(self, batch: Mapping[str, Any], response: Mapping[str, Any]) -> None:
+        """Count one acknowledged batch."""
+        mutated = response.get("mutatedEntities") or {}
+        created = len(mutated.get("CREATE") or [])
+        updated = len(mutated.get("UPDATE") or []) + len(mutated.get("PARTIAL_UPDATE") or [])
+        sent = len(batch.get("entities") or []) + len(batch.get("referredEntities") or {})
+        self.batches += 1
+        self.created += created
+        self.updated += updated
+        self.deleted += len(mutated.get("DELETE") or []) + len(mutated.get("PURGE") or [])
+        self.unchanged += max(0, sent - created - updated)
+        self.guid_assignments.update(response.get("guidAssignments") or {})
+
+    def merge(self, other: PushReport) -> None:
+        for name in ("batches", "created", "updated", "unchanged", "deleted", "skipped", "spooled"):
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+        self.failures.extend(other.failures)
+        self.guid_assignments.update(other.guid_assignments)
+
+    def summary(self) -> str:
+        """One line for logs and the CLI.
+
+        >>> PushReport(batches=2, created=3, updated=1, unchanged=4).summary()
+        'created 3, updated 1, unchanged 4, failed 0 (2 batches)'
+        """
+        text = f"created {self.created}, updated {self.updated}, unchanged {self.unchanged}"
+        text += f", failed {self.failed}"
+        extras = [f"{self.batches} batches"]
+        if self.skipped:
+            extras.append(f"{self.skipped} already sent")
+        if self.spooled:
+            extras.append(f"{self.spooled} kept on disk")
+        if self.deleted:
+            extras.append(f"{self.deleted} deleted by Atlas")
+        return f"{text} ({', '.join(extras)})"
+
+
+@runtime_checkable
+class Sink(Protocol):
+    """Takes Atlas request bodies, one batch at a time."""
+
+    def emit(self, batch: dict[str, Any]) -> None: ...
+
+    def close(self) -> None: ...
+
+
+class NoopSink:
+    """Drops everything (the hook's disable switch, and benchmarks of the converter alone)."""
+
+    def __init__(self) -> None:
+        self.batches = 0
+
+    def emit(self, batch: dict[str, Any]) -> None:
+        _check_batch(batch)
+        self.batches += 1
+
+    def close(self) -> None:
+        return None
+
+
+class FileSink:
+    """Writes each batch as the exact request body, numbered, plus a manifest that orders them.
+
+    Numbering continues after the batches a folder already holds, so a long-running hook appends.
+    Only the batch is written: nothing from the settings (no address, user or password) ever is.
+    """
+
+    def __init__(self, directory: str | os.PathLike[str]) -> None:
+        self.directory = Path(directory)
+        self.directory.mkdir(parents=True, exist_ok=True)
+        self.files: list[Path] = []
+        self._entries = _read_manifest(self.directory)
+
+    def emit(self, batch: dict[str, Any]) -> None:
+        _check_batch(batch)
+        text = dumps_batch(batch)
+        number = max((_number(e["file"]) for e in self._entries), default=0) + 1
+        name = f"{number:04d}-entities.json"
+        path = self.directory / name
+        _atomic_write(path, text)
+        self._entries.append({"file": name, "entities": len(batch["entities"]), "sha256": _sha256(text)})
+        _write_manifest(self.directory, self._entries)
+        self.files.append(path)
+        logger.debug("wrote %s (%d entities)", path, len(batch["entities"]))
+
+    def close(self) -> None:
+        return None
+
+    @property
+    def pending(self) -> int:
+        """How many batches the folder holds."""
+        return len(self._entries)
+
+
+class AtlasSink:
+    """POSTs each batch to ``/v2/entity/bulk``; keeps what it cannot deliver in ``spool_dir``.
+
+    When Atlas is unreachable (:class:`AtlasUnavailableError`: connection refused, timeouts, 5xx after
+    retries) the batch is written to the spool folder and ``emit`` returns; later batches queue up behind
+    it so order is kept (a batch may reference what an earlier one created). :meth:`flush_spool` resends
+    them through :func:`push_directory`, which records each acknowledged batch, so nothing is lost and
+    nothing acknowledged is sent twice. Any other Atlas error (a payload Atlas rejects) is raised:
+    resending it would not help.
+    """
+
+    def __init__(self, client: AtlasClient, spool_dir: str | os.PathLike[str] | None = None) -> None:
+        self.client = client
+        self.spool_dir = Path(spool_dir) if spool_dir is not None else None
+        self.report = PushReport()
+
+    def emit(self, batch: dict[str, Any]) -> None:
+        _check_batch(batch)
+        if self.spool_pending():
+            try:
+                self.flush_spool()
+            except AtlasUnavailableError:
+                self._spool(batch)
+                return
+        try:
+            response = self.client.post_entities(batch)
+        except AtlasUnavailableError as e:
+            if self.spool_dir is None:
+                raise
+            logger.warning("Atlas unavailable; batch kept in %s: %s", self.spool_dir, e)
+            self._spool(batch)
+            return
+        self.report.add_response(batch, response)
+
+    def _spool(self, batch: dict[str, Any]) -> None:
+        assert self.spool_dir is not None
+        FileSink(self.spool_dir).emit(batch)
+        self.report.spooled += 1
+
+    def spool_pending(self) -> int:
+        """Batches in the spool not yet acknowledged by Atlas."""
+        if self.spool_dir is None or not (self.spool_dir / MANIFEST).is_file():
+            return 0
+        sent = _read_state(self.spool_dir).get(self.client.base_url, {})
+        return sum(1 for e in _read_manifest(self.spool_dir) if sent.get(e["file"]) != e.get("sha256"))
+
+    def flush_spool(self) -> PushReport:
+        """Resend spooled batches in order; an emptied spool is cleared. Raises if Atlas is still down."""
+        if self.spool_dir is None or not (self.spool_dir / MANIFEST).is_file():
+            return PushReport()
+        report = push_directory(self.spool_dir, self.client)
+        self.report.merge(report)
+        # Every batch is now acknowledged or refused: clear the spool, keeping refused ones for a human.
+        _clear_batches(self.spool_dir, keep={f.split(":", 1)[0] for f in report.failures})
+        return report
+
+    def close(self) -> None:
+        """Try the spool once more; whatever still cannot be sent stays on disk."""
+        if self.spool_pending():
+            try:
+                self.flush_spool()
+            except AtlasUnavailableError as e:
+                logger.warning(
+                    "Atlas still unavailable; %d batches stay in %s: %s",
+                    self.spool_pending(),
+                    self.spool_dir,
+                    e,
+                )
+
+
+def make_sink(settings: Settings, client: AtlasClient | None = None) -> Sink:
+    """The sink ``settings`` ask for: none if disabled, files if no Atlas is configured, else Atlas."""
+    if settings.disabled:
+        return NoopSink()
+    if client is None and not settings.atlas_configured:
+        logger.info("no Atlas configured; writing request bodies to %s", settings.output_dir)
+        return FileSink(settings.output_dir)
+    if client is None:
+        from atlas_bridge.atlas.client import AtlasClient
+
+        client = AtlasClient.from_settings(settings)
+    return AtlasSink(client, spool_dir=settings.effective_spool_dir)
+
+
+def push_directory(
+    directory: str | os.PathLike[str],
+    client: AtlasClient,
+    *,
+    progress: Callable[[int, int], None] | None = None,
+) -> PushReport:
+    """Send a :class:`FileSink` folder to Atlas, in manifest order, skipping what was already delivered.
+
+    Each acknowledged batch is recorded (by file name and content hash, per Atlas address) before the
+    next is sent. A batch Atlas rejects is reported in ``failures`` and the push goes on; when Atlas
+    becomes unreachable the push stops with :class:`AtlasUnavailableError` and a re-run resumes there.
+    """
+    folder = Path(directory)
+    if not folder.is_dir():
+        msg = f"not a folder of Atlas request bodies: {folder}"
+        raise ConfigError(msg)
+    entries = _read_manifest(folder)
+    if not entries:
+        msg = f"{folder} holds no batches (no {MANIFEST} and no NNNN-entities.json files)"
+        raise ConfigError(msg)
+    state = _read_state(folder)
+    sent = state.setdefault(client.base_url, {})
+    report = PushReport()
+    total = len(entries)
+    for i, entry in enumerate(entries, 1):
+        path = folder / entry["file"]
+        text = path.read_text(encoding="utf-8")
+        digest = _sha256(text)
+        if sent.get(entry["file"]) == digest:
+            report.skipped += 1
+        else:
+            batch = json.loads(text)
+            try:
+                response = client.post_entities(batch)
+            except AtlasUnavailableError:
+                raise  # Atlas is gone: stop here; a re-run resumes from this batch
+            except AtlasError as e:
+                logger.error("%s: Atlas refused the batch: %s", path, e)
+                report.failures.append(f"{entry['file']}: {e}")
+            else:
+                report.add_response(batch, response)
+                sent[entry["file"]] = digest
+                _atomic_write(folder / PUSH_STATE, json.dumps(state, sort_keys=True, indent=2) + "\n")
+        if progress is not None:
+            progress(i, total)
+    logger.info("pushed %s: %s", folder, report.summary())
+    return report
+
+
+def _number(name: str) -> int:
+    m = _BATCH_RE.match(name)
+    return int(m.group(1)) if m else 0
+
+
+def _read_manifest(folder: Path) -> list[dict[str, Any]]:
+    path = folder / MANIFEST
+    if path.is_file():
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except ValueError as e:
+            msg = f"{path}: not a valid manifest: {e}"
+            raise ConfigError(msg) from e
+        return [dict(e) for e in data.get("batches", [])]
+    # A folder of bodies without a manifest (e.g. hand-made): take the numbered files in order.
+    files = sorted((p.name for p in folder.glob("*-entities.json") if _BATCH_RE.match(p.name)), key=_number)
+    return [{"file": f} for f in files]
+
+
+def _write_manifest(folder: Path, entries: list[dict[str, Any]]) -> None:
+    text = json.dumps({"format": MANIFEST_FORMAT, "batches": entries}, sort_keys=True, indent=2) + "\n"
+    _atomic_write(folder / MANIFEST, text)
+
+
+def _read_state(folder: Path) -> dict[str, dict[str, str]]:
+    path = folder / PUSH_STATE
+    if not path.is_file():
+        return {}
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except ValueError:
+        logger.warning(
+            "%s is unreadable; resending everything (Atlas upserts, so nothing is duplicated)", path
+        )
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _clear_batches(folder: Path, keep: set[str] | frozenset[str] = frozenset()) -> None:
+    """Empty a spool; files named in ``keep`` (refused by Atlas) move to ``rejected/``."""
+    for entry in _read_manifest(folder):
+        path = folder / entry["file"]
+        if entry["file"] in keep and path.is_file():
+            rejected = folder / "rejected"
+            rejected.mkdir(exist_ok=True)
+            os.replace(path, rejected / f"{_sha256(path.read_text(encoding='utf-8'))[:12]}-{entry['file']}")
+            logger.error("Atlas refused spooled batch %s; kept in %s", entry["file"], rejected)
+        path.unlink(missing_ok=True)
+    (folder / MANIFEST).unlink(missing_ok=True)
+    (folder / PUSH_STATE).unlink(missing_ok=True)

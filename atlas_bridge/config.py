@@ -1,0 +1,290 @@
+"""One settings object for every entry point (CLI, Spark hook, batch import).
+
+Atlas users already keep an ``atlas-application.properties``; we read it (with ``javaproperties``, which
+gets Java's continuations, escapes and separators right) instead of asking for a second config format.
+Atlas's ``${sys:...}`` interpolation is a server-side feature and is not supported here.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import json
+import logging
+import os
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Annotated, Any
+from urllib.parse import unquote
+
+import javaproperties
+from pydantic import Field, SecretStr, field_validator, model_validator
+from pydantic.fields import FieldInfo
+from pydantic_settings import BaseSettings, NoDecode, PydanticBaseSettingsSource, SettingsConfigDict
+
+from atlas_bridge.errors import ConfigError
+
+logger = logging.getLogger(__name__)
+
+PROPERTIES_FILE_NAME = "atlas-application.properties"
+
+# The properties file chosen by Settings.load(); None = look in $ATLAS_CONF.
+_properties_file: contextvars.ContextVar[Path | None] = contextvars.ContextVar(
+    "atlas_bridge_properties_file", default=None
+)
+
+_HOOK = "atlas.hook.atlas_bridge."
+
+# atlas-application.properties key -> Settings field. Atlas's own keys first; the ``atlas.client.username``
+# / ``password`` pair and the ``atlas.hook.atlas_bridge.*`` keys are ours (Atlas's Java client has no
+# user-name key; the hook keys follow the Hive hook's ``atlas.hook.<name>.*`` pattern).
+PROPERTY_KEYS: dict[str, str] = {
+    "atlas.rest.address": "rest_address",
+    "atlas.client.connectTimeoutMSecs": "connect_timeout_s",
+    "atlas.client.readTimeoutMSecs": "read_timeout_s",
+    "atlas.client.username": "username",
+    "atlas.client.password": "password",
+    "atlas.authentication.method.kerberos": "kerberos",
+    "atlas.enableTLS": "enable_tls",
+    _HOOK + "numRetries": "retries",
+    _HOOK + "backoffSecs": "backoff_s",
+    _HOOK + "verifyTLS": "verify_tls",
+    _HOOK + "caBundle": "ca_bundle",
+    _HOOK + "outputDir": "output_dir",
+    _HOOK + "spoolDir": "spool_dir",
+    _HOOK + "disabled": "disabled",
+    _HOOK + "queueSize": "queue_size",
+    _HOOK + "synchronous": "synchronous",
+}
+_MILLIS_FIELDS = {"connect_timeout_s", "read_timeout_s"}
+_NAMESPACE_KEYS = ("atlas.metadata.namespace", "atlas.cluster.name")
+
+
+def find_properties_file(explicit: str | os.PathLike[str] | None = None) -> Path | None:
+    """The file to read: ``explicit`` if given (it must exist), else ``$ATLAS_CONF``'s, else None."""
+    if explicit is not None:
+        path = Path(explicit)
+        if not path.is_file():
+            msg = f"Atlas properties file not found: {path}"
+            raise ConfigError(msg)
+        return path
+    conf_dir = os.environ.get("ATLAS_CONF")
+    if conf_dir:
+        path = Path(conf_dir) / PROPERTIES_FILE_NAME
+        if path.is_file():
+            return path
+        logger.debug("ATLAS_CONF is set but holds no %s", PROPERTIES_FILE_NAME)
+    return None
+
+
+def read_properties(path: str | os.PathLike[str]) -> dict[str, str]:
+    """Parse a Java ``.properties`` file."""
+    try:
+        with open(path, encoding="utf-8") as fh:
+            return dict(javaproperties.load(fh))
+    except (OSError, UnicodeDecodeError, ValueError) as e:
+        msg = f"cannot read Atlas properties file {path}: {e.__class__.__name__}"
+        raise ConfigError(msg) from e
+
+
+def fields_from_properties(props: Mapping[str, str]) -> dict[str, Any]:
+    """Map Atlas property keys to ``Settings`` field values (unknown keys are ignored).
+
+    Public so the Spark hook can feed ``spark.atlas.*`` conf through the same table.
+
+    >>> fields_from_properties({"atlas.rest.address": "http://a:21000", "atlas.cluster.name": "c1"})
+    {'rest_address': 'http://a:21000', 'namespace': 'c1'}
+    >>> fields_from_properties({"atlas.client.readTimeoutMSecs": "30000"})
+    {'read_timeout_s': 30.0}
+    """
+    out: dict[str, Any] = {}
+    for key, field in PROPERTY_KEYS.items():
+        value = props.get(key)
+        if value is None or value.strip() == "":
+            continue
+        value = value.strip()
+        if field in _MILLIS_FIELDS:
+            try:
+                out[field] = int(value) / 1000.0
+            except ValueError as e:
+                msg = f"{key} must be a number of milliseconds, got {value!r}"
+                raise ConfigError(msg) from e
+        else:
+            out[field] = value
+    for key in _NAMESPACE_KEYS:
+        value = props.get(key, "").strip()
+        if value:
+            out["namespace"] = value
+            break
+    return out
+
+
+class _PropertiesSource(PydanticBaseSettingsSource):
+    """Settings from ``atlas-application.properties`` (explicit path, else ``$ATLAS_CONF``)."""
+
+    def get_field_value(self, field: FieldInfo, field_name: str) -> tuple[Any, str, bool]:
+        # Unused: __call__ maps the whole file at once.
+        return None, field_name, False
+
+    def __call__(self) -> dict[str, Any]:
+        path = find_properties_file(_properties_file.get())
+        if path is None:
+            return {}
+        logger.debug("reading Atlas settings from %s", path)
+        props = read_properties(path)
+        if props.get("atlas.client.password") and os.name == "posix" and path.stat().st_mode & 0o077:
+            logger.warning("%s holds atlas.client.password but others may read it (chmod 600)", path)
+        return fields_from_properties(props)
+
+
+class Settings(BaseSettings):
+    """Where Atlas is, how to reach it, and where payloads go when it is not there.
+
+    Precedence, highest first:
+
+    1. arguments (``Settings(...)`` / ``Settings.load(**overrides)``; the Spark hook passes Spark conf here);
+    2. ``ATLAS_BRIDGE_<FIELD>`` environment variables (``ATLAS_BRIDGE_REST_ADDRESS=http://a:21000,http://b:21000``,
+       ``ATLAS_BRIDGE_PASSWORD``...);
+    3. ``atlas-application.properties``: the file given to :meth:`load` or ``--config``, else
+       ``$ATLAS_CONF/atlas-application.properties`` (keys in :data:`PROPERTY_KEYS`; the namespace comes from
+       ``atlas.metadata.namespace``, else ``atlas.cluster.name``);
+    4. the defaults below (namespace ``primary``, as Atlas's hooks default it).
+
+    Each field is resolved on its own, so a file can give the address and the environment the password.
+    An empty ``rest_address`` means "no Atlas": :func:`atlas_bridge.atlas.sink.make_sink` then writes files.
+    The password is a ``SecretStr``; it never shows in ``repr``, logs or errors.
+    """
+
+    model_config = SettingsConfigDict(
+        env_prefix="ATLAS_BRIDGE_",
+        extra="ignore",
+        validate_default=True,
+        case_sensitive=False,
+    )
+
+    rest_address: Annotated[list[str], NoDecode] = Field(default_factory=list)
+    """Atlas base URLs (several = HA failover, tried in order). May carry a path prefix behind a gateway."""
+    username: str | None = None
+    password: SecretStr | None = None
+    kerberos: bool = False
+    """Authenticate with SPNEGO (needs the ``kerberos`` extra: requests-kerberos)."""
+    namespace: str = "primary"
+    """The ``@namespace`` suffix of qualifiedNames (Atlas's metadata namespace / cluster name)."""
+    connect_timeout_s: float = Field(default=5.0, gt=0)
+    read_timeout_s: float = Field(default=60.0, gt=0)
+    """Atlas's own client default (``atlas.client.readTimeoutMSecs`` = 60000)."""
+    retries: int = Field(default=5, ge=0)
+    backoff_s: float = Field(default=0.5, ge=0)
+    enable_tls: bool = False
+    """Use https for addresses given without a scheme (``atlas.enableTLS``)."""
+    verify_tls: bool = True
+    ca_bundle: Path | None = None
+    """PEM bundle to verify Atlas's certificate with (Java truststores cannot be read from Python)."""
+    output_dir: Path = Path("atlas-bridge-out")
+    """Where the file sink writes request bodies when no Atlas is configured."""
+    spool_dir: Path | None = None
+    """Where undeliverable batches are kept for a later ``flush_spool``; default ``<output_dir>/spool``."""
+    disabled: bool = False
+    """Hook switch: install nothing and emit nothing."""
+    queue_size: int = Field(default=1000, ge=1)
+    """Hook: bounded queue between Spark's listener bus and the sending thread."""
+    synchronous: bool = False
+    """Hook: send from the callback thread instead of the background worker (tests, debugging)."""
+
+    @field_validator("rest_address", mode="before")
+    @classmethod
+    def _split_addresses(cls, value: Any) -> Any:
+        if value is None:
+            return []
+        if isinstance(value, str):
+            text = value.strip()
+            if text.startswith("["):
+                try:
+                    value = json.loads(text)
+                except ValueError as e:
+                    msg = "rest_address: not a JSON list nor comma-separated URLs"
+                    raise ValueError(msg) from e
+            else:
+                value = text.split(",")
+        if isinstance(value, (list, tuple)):
+            return [str(v).strip().rstrip("/") for v in value if str(v).strip()]
+        return value
+
+    @model_validator(mode="after")
+    def _credentials_out_of_addresses(self) -> Settings:
+        """``http://user:pw@host`` -> basic auth fields, so the password never shows in an address."""
+        cleaned: list[str] = []
+        for address in self.rest_address:
+            scheme, sep, rest = address.rpartition("://")
+            authority, slash, path = rest.partition("/")
+            if "@" in authority:
+                userinfo, _, host = authority.rpartition("@")
+                user, _, password = userinfo.partition(":")
+                if self.username is None and user:
+                    self.username = unquote(user)
+                if self.password is None and password:
+                    self.password = SecretStr(unquote(password))
+                rest = host + slash + path
+            cleaned.append(scheme + sep + rest)
+        self.rest_address = cleaned
+        return self
+
+    @field_validator("namespace")
+    @classmethod
+    def _non_empty_namespace(cls, value: str) -> str:
+        value = value.strip()
+        if not value:
+            msg = "namespace must not be empty"
+            raise ValueError(msg)
+        return value
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        return init_settings, env_settings, _PropertiesSource(settings_cls)
+
+    @classmethod
+    def load(cls, properties_file: str | os.PathLike[str] | None = None, **overrides: Any) -> Settings:
+        """Settings from arguments, environment and properties file (see the class docstring).
+
+        ``None`` overrides are dropped, so CLI options that were not given do not mask lower layers.
+        """
+        given = {k: v for k, v in overrides.items() if v is not None}
+        with _using_properties(Path(properties_file) if properties_file is not None else None):
+            try:
+                return cls(**given)
+            except ValueError as e:
+                # pydantic's message names fields and bad values; a password is a SecretStr and so is
+                # never echoed, but keep only the first line per error to stay short.
+                msg = f"invalid atlas-bridge settings: {e}"
+                raise ConfigError(msg) from e
+
+    @property
+    def atlas_configured(self) -> bool:
+        """Whether any Atlas address is set (else the file sink is the default)."""
+        return bool(self.rest_address)
+
+    @property
+    def base_urls(self) -> list[str]:
+        """``rest_address`` with a scheme on each (https when ``enable_tls``)."""
+        scheme = "https" if self.enable_tls else "http"
+        return [a if "://" in a else f"{scheme}://{a}" for a in self.rest_address]
+
+    @property
+    def effective_spool_dir(self) -> Path:
+        return self.spool_dir if self.spool_dir is not None else self.output_dir / "spool"
+
+
+@contextmanager
+def _using_properties(path: Path | None) -> Iterator[None]:
+    token = _properties_file.set(path)
+    try:
+        yield
+    finally:
+        _properties_file.reset(token)

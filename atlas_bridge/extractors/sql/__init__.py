@@ -1,0 +1,222 @@
+"""Column-level lineage from SQL scripts, on sqlglot's parser and a resolver of our own.
+
+:func:`extract_sql_lineage` takes a whole script: it is split into statements (:mod:`.split`), each is
+parsed alone and handed to the handler registered for its kind (:mod:`.registry`), and every statement's
+lineage is merged. A statement that cannot be parsed or analysed, or that runs past its time budget,
+becomes a :class:`~atlas_bridge.model.Problem` naming file, statement index, line and column; the other
+statements still yield lineage. Nothing here raises on bad SQL.
+
+Modules:
+
+- :mod:`.split` - tokenizer-based statement splitting, file positions (:class:`.split.LineIndex`).
+- :mod:`.schema` - table -> columns lookup (sqlglot's nested mapping), grown by the script's DDL.
+- :mod:`.builder` - mutable datasets/relations frozen into the model once per statement.
+- :mod:`.core` - :class:`.core.StatementContext`: the resolver and the helpers handlers use
+  (``query_lineage``, ``query_ctes``, ``table``, ``table_columns``, ``write_into``, ``begin_process``,
+  ``warn``, ``resultset``/``numbered_resultset``).
+- :mod:`.registry` - the statement-handler registry.
+- :mod:`.statements` - core handlers: queries, CREATE VIEW / TABLE [AS SELECT], INSERT [OVERWRITE].
+
+Adding a statement handler (e.g. MERGE, UPDATE, LOAD DATA, procedures):
+
+1. Create a module in this package, e.g. ``merge.py``, with a function decorated
+   ``@handler(exp.Merge)`` (from :mod:`.registry`) taking ``(stmt, ctx: StatementContext)``.
+2. In it, call ``ctx.begin_process(type, name, effect_type=...)`` first when the statement writes, then
+   build sources with ``ctx.query_lineage(query)`` (a :class:`.core.QueryResult` whose ``ds`` is the
+   resultset and ``columns`` its outputs), targets with ``ctx.table(table_expr, kind)``, and edges with
+   ``ctx.graph.add(...)`` or ``ctx.write_into(result, target, columns)``. Raise
+   :class:`.core.UnsupportedSQL` for a construct you cannot analyse; call ``ctx.warn`` for a doubt.
+3. Add the module name to ``_HANDLER_MODULES`` below so it is imported (registration is on import).
+4. Add its tests as ``tests/test_sql_<topic>.py``; a seed case deferred in
+   ``tests/data/sql/seed_judgements.json`` flips from xfail to pass by itself.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import re
+import time
+from collections.abc import Mapping
+from typing import Any
+
+from sqlglot import exp
+from sqlglot.dialects.dialect import Dialect
+from sqlglot.errors import ErrorLevel, ParseError, SqlglotError
+from sqlglot.parser import Parser
+
+from atlas_bridge.errors import ExtractionError
+from atlas_bridge.extractors.sql.builder import GraphBuilder, ScriptGraph
+from atlas_bridge.extractors.sql.core import (
+    QueryResult,
+    ScriptState,
+    StatementContext,
+    StatementTimeout,
+    UnsupportedSQL,
+)
+from atlas_bridge.extractors.sql.registry import find_handler, handler
+from atlas_bridge.extractors.sql.schema import SchemaIndex
+from atlas_bridge.extractors.sql.split import LineIndex, StatementChunk, split_statements
+from atlas_bridge.model import ExtractionResult, Problem
+
+__all__ = [
+    "DEFAULT_TIME_BUDGET_S",
+    "QueryResult",
+    "StatementContext",
+    "UnsupportedSQL",
+    "extract_sql_lineage",
+    "handler",
+    "resolve_dialect",
+]
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_TIME_BUDGET_S = 10.0
+"""Per-statement time budget (parse + analysis) in seconds."""
+
+_HANDLER_MODULES = ("atlas_bridge.extractors.sql.statements",)
+for _module in _HANDLER_MODULES:
+    importlib.import_module(_module)
+
+_ANSI = {"", "ansi", "sql", "standard"}
+
+
+def resolve_dialect(dialect: str | None) -> Dialect:
+    """sqlglot's dialect for a name (``None``/``ansi`` = sqlglot's base dialect)."""
+    name = (dialect or "").strip().lower()
+    try:
+        return Dialect.get_or_raise(None if name in _ANSI else name)
+    except ValueError as e:
+        msg = f"unknown SQL dialect {dialect!r}"
+        raise ExtractionError(msg) from e
+
+
+def extract_sql_lineage(
+    sql: str,
+    dialect: str | None = None,
+    schema: Mapping[str, Any] | None = None,
+    default_db: str | None = None,
+    *,
+    file: str | None = None,
+    time_budget_s: float | None = DEFAULT_TIME_BUDGET_S,
+) -> ExtractionResult:
+    """Column-level lineage of a whole SQL script, with one Problem per statement that failed.
+
+    ``schema`` is sqlglot's nested mapping (``{db: {table: {col: type}}}`` or ``{table: {col: type}}``);
+    without it ``SELECT *`` stays ``*`` and columns that cannot be placed go to the orphan pseudo table.
+    ``default_db`` qualifies tables written without a db. Raises only for an unknown dialect name.
+
+    >>> r = extract_sql_lineage("insert into t (a) select x from s where y > 0")
+    >>> from atlas_bridge.graph import end_to_end, relation_lines
+    >>> relation_lines(end_to_end(r.lineage))
+    ['s.x -> fdd -> t.a', 's.y -> fdr -> t.PseudoRows']
+    """
+    d = resolve_dialect(dialect)
+    state = ScriptState(
+        schema=SchemaIndex(schema, default_db),
+        dialect=d,
+        text=sql,
+        lines=LineIndex(sql),
+        file=file,
+        default_db=default_db or None,
+    )
+    parser = d.parser(error_level=ErrorLevel.RAISE)
+    script = ScriptGraph()
+    for chunk in split_statements(sql, d):
+        graph = _statement(state, parser, chunk, time_budget_s)
+        if graph is not None:
+            script.absorb(graph)
+    # The Lineage is validated once in freeze(); constructing ExtractionResult normally would run its
+    # validators a second time (pydantic re-runs after-validators on model instances).
+    return ExtractionResult.model_construct(lineage=script.freeze(), problems=tuple(state.problems))
+
+
+def _problem(state: ScriptState, index: int, offset: int, message: str, kind: str) -> Problem:
+    line, col = state.lines.position(offset)
+    return Problem(message=message, kind=kind, file=state.file, statement_index=index, line=line, column=col)
+
+
+def _statement(
+    state: ScriptState, parser: Parser, chunk: StatementChunk, budget: float | None
+) -> GraphBuilder | None:
+    if chunk.error is not None:
+        state.problems.append(
+            _problem(state, chunk.index, chunk.error_offset or chunk.start, chunk.error, "parse")
+        )
+        return None
+    started = time.monotonic()
+    deadline = None if budget is None else started + budget
+    try:
+        parsed = parser.parse(chunk.tokens, state.text)
+    except ParseError as e:
+        offset = _error_offset(e, chunk)
+        msg = e.errors[0]["description"] if e.errors and e.errors[0].get("description") else str(e)
+        msg = _TOKEN_REPR.sub(lambda m: repr(m.group(1)), msg)
+        state.problems.append(_problem(state, chunk.index, offset, f"cannot parse: {msg}", "parse"))
+        return None
+    except (SqlglotError, RecursionError) as e:
+        state.problems.append(_problem(state, chunk.index, chunk.start, f"cannot parse: {e}", "parse"))
+        return None
+    stmts = [p for p in parsed if p is not None and not isinstance(p, exp.Semicolon)]
+    if not stmts:
+        return None
+    if deadline is not None and time.monotonic() > deadline:
+        state.problems.append(
+            _problem(
+                state, chunk.index, chunk.start, f"time budget of {budget}s used up by parsing", "timeout"
+            )
+        )
+        return None
+    stmt = stmts[0]
+    ctx = StatementContext(state, index=chunk.index, start=chunk.start, end=chunk.end, deadline=deadline)
+    fn = find_handler(stmt)
+    if fn is None:
+        ctx.warn(f"{stmt.key.upper()} statement not analysed for lineage", kind="unsupported")
+        state.problems.extend(ctx.problems)
+        return None
+    counters = dict(state.counters)
+    try:
+        fn(stmt, ctx)
+        ctx.graph.finish(state.spelling)
+    except StatementTimeout:
+        state.counters = counters
+        state.problems.append(
+            _problem(
+                state,
+                chunk.index,
+                chunk.start,
+                f"time budget of {budget}s exceeded; statement skipped",
+                "timeout",
+            )
+        )
+        return None
+    except UnsupportedSQL as e:
+        state.counters = counters
+        state.problems.append(_problem(state, chunk.index, chunk.start, str(e), "unsupported"))
+        return None
+    except Exception as e:  # a bug of ours must not cost the rest of the script
+        logger.debug("statement %d failed", chunk.index, exc_info=True)
+        state.counters = counters
+        state.problems.append(
+            _problem(state, chunk.index, chunk.start, f"internal error: {type(e).__name__}: {e}", "internal")
+        )
+        return None
+    state.problems.extend(ctx.problems)
+    return ctx.graph
+
+
+_TOKEN_REPR = re.compile(r"<Token token_type: [^,]*, text: (.*?), line: \d+.*?>")
+
+
+def _error_offset(e: ParseError, chunk: StatementChunk) -> int:
+    """File offset of the token sqlglot complained about (its errors carry the token's end column)."""
+    if not e.errors:
+        return chunk.start
+    line, col = e.errors[0].get("line"), e.errors[0].get("col")
+    for tok in chunk.tokens:
+        if tok.line == line and tok.col == col:
+            return tok.start
+    for tok in chunk.tokens:
+        if tok.line == line and tok.col >= (col or 0):
+            return tok.start
+    return chunk.start

@@ -1,0 +1,333 @@
+"""Mutable builders the SQL extractor fills while it walks a statement, frozen into the model at the end.
+
+Walking a statement creates many small objects; validating a pydantic model for each would cost more than
+the walk itself. So datasets and relations are collected here, each statement's graph is checked for
+dangling ends (a bug costs that statement only), statements are merged into a :class:`ScriptGraph`, and
+the leaf models are built with ``model_construct`` in the canonical form their validators would give
+(sorted columns, flow defaults; ``tests/test_sql_extract.py`` checks the two agree). The one
+:class:`~atlas_bridge.model.Lineage` per script is fully validated.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from pydantic import BaseModel
+
+from atlas_bridge.model import (
+    PSEUDO_ROWS,
+    ClauseType,
+    Column,
+    ColumnRef,
+    Dataset,
+    DatasetKind,
+    Effect,
+    FlowKind,
+    Lineage,
+    Process,
+    Relation,
+    RelationType,
+    Span,
+)
+
+_EFFECT_RANK = {
+    Effect.EXACT_COPY: 0,
+    Effect.PARTIAL_COPY: 1,
+    Effect.MODIFIED_COPY: 2,
+    Effect.AGGREGATION: 3,
+    Effect.AMBIGUOUS: 4,
+}
+
+
+@dataclass
+class ColumnBuilder:
+    name: str
+    system: bool = False
+    data_type: str | None = None
+    spans: list[Span] = field(default_factory=list)
+
+
+@dataclass
+class DatasetBuilder:
+    """A dataset under construction. ``columns`` is keyed by lower-cased name (first spelling kept)."""
+
+    id: str
+    kind: DatasetKind
+    name: str
+    db: str | None = None
+    catalog: str | None = None
+    sub_type: str | None = None
+    alias: str | None = None
+    uri: str | None = None
+    columns: dict[str, ColumnBuilder] = field(default_factory=dict)
+    process_ids: set[str] = field(default_factory=set)
+    spans: list[Span] = field(default_factory=list)
+
+    def column(self, name: str, span: Span | None = None, *, system: bool = False) -> str:
+        """The canonical spelling of column ``name`` on this dataset, adding it when new."""
+        key = name.lower()
+        col = self.columns.get(key)
+        if col is None:
+            col = ColumnBuilder(name=name, system=system)
+            self.columns[key] = col
+        if span is not None and len(col.spans) < 8:
+            col.spans.append(span)
+        return col.name
+
+    def rows(self) -> str:
+        """The system-made PseudoRows column (added on first use)."""
+        return self.column(PSEUDO_ROWS, system=True)
+
+    def has_column(self, name: str) -> bool:
+        return name.lower() in self.columns
+
+    def freeze(self) -> Dataset:
+        cols = sorted(self.columns.values(), key=lambda c: (c.system, c.name.lower(), c.name))
+        return _fast(
+            Dataset,
+            id=self.id,
+            kind=self.kind,
+            name=self.name,
+            db=self.db,
+            catalog=self.catalog,
+            sub_type=self.sub_type,
+            alias=self.alias,
+            uri=self.uri,
+            columns=tuple(
+                _fast(
+                    Column,
+                    name=c.name,
+                    system=c.system,
+                    data_type=c.data_type,
+                    expression=None,
+                    spans=_spans(c.spans),
+                )
+                for c in cols
+            ),
+            process_ids=tuple(sorted(self.process_ids)),
+            spans=_spans(self.spans),
+        )
+
+    def absorb(self, other: DatasetBuilder) -> None:
+        """Merge the same dataset seen by a later statement (a CREATE VIEW outranks a bare reference)."""
+        for key, col in other.columns.items():
+            mine = self.columns.get(key)
+            if mine is None:
+                self.columns[key] = col
+            else:
+                mine.spans.extend(col.spans[: max(0, 8 - len(mine.spans))])
+                mine.data_type = mine.data_type or col.data_type
+        self.process_ids |= other.process_ids
+        self.spans.extend(other.spans[: max(0, 8 - len(self.spans))])
+        if other.kind is DatasetKind.VIEW:
+            self.kind = DatasetKind.VIEW
+        for attr in ("db", "catalog", "sub_type", "alias", "uri"):
+            if getattr(self, attr) is None and getattr(other, attr) is not None:
+                setattr(self, attr, getattr(other, attr))
+
+
+_M = TypeVar("_M", bound=BaseModel)
+
+
+_FIELDS: dict[type[BaseModel], tuple[tuple[str, Any], ...]] = {}
+
+
+def _fast(cls: type[_M], **values: Any) -> _M:
+    """An instance of a frozen model from already-canonical values, without validation.
+
+    What ``model_construct`` does (fields in declaration order, defaults filled), a little cheaper; it
+    matters because a TPC-DS query makes hundreds of relations. Defaults here are immutable (None, (),
+    False), so sharing them is safe.
+    """
+    fields = _FIELDS.get(cls)
+    if fields is None:
+        fields = _FIELDS[cls] = tuple((name, f.default) for name, f in cls.model_fields.items())
+    data = {name: values.pop(name, default) for name, default in fields}
+    if values:
+        msg = f"{cls.__name__} has no field(s) {sorted(values)}"
+        raise TypeError(msg)
+    obj = cls.__new__(cls)
+    object.__setattr__(obj, "__dict__", data)
+    object.__setattr__(obj, "__pydantic_fields_set__", set(data))
+    object.__setattr__(obj, "__pydantic_extra__", None)
+    object.__setattr__(obj, "__pydantic_private__", None)
+    return obj
+
+
+def _spans(spans: list[Span]) -> tuple[Span, ...]:
+    return tuple(sorted(set(spans), key=lambda s: (s.line, s.column, s.end_line, s.end_column)))
+
+
+_FLOW = {
+    RelationType.FDD: FlowKind.DATA_FLOW,
+    RelationType.FDR: FlowKind.RESTRICTS,
+    RelationType.JOIN: FlowKind.RESTRICTS,
+    RelationType.CALL: FlowKind.CALLS,
+    RelationType.ER: FlowKind.DATA_FLOW,
+}
+
+
+ColKey = tuple[str, str]
+"""(dataset id, column name)."""
+
+
+@dataclass
+class RelationBuilder:
+    type: RelationType
+    source: ColKey
+    target: ColKey
+    clause_type: ClauseType | None = None
+    effect_type: str | None = None
+    process_id: str | None = None
+    flow: FlowKind | None = None
+    effect: Effect | None = None
+    transform: str | None = None
+    function: str | None = None
+    span: Span | None = None
+
+    def freeze(self, refs: dict[ColKey, ColumnRef] | None = None) -> Relation:
+        """The model relation; ``refs`` shares one (immutable) ColumnRef per column across relations."""
+        refs = {} if refs is None else refs
+        source = refs.get(self.source)
+        if source is None:
+            source = refs[self.source] = _fast(ColumnRef, dataset_id=self.source[0], column=self.source[1])
+        target = refs.get(self.target)
+        if target is None:
+            target = refs[self.target] = _fast(ColumnRef, dataset_id=self.target[0], column=self.target[1])
+        flow = self.flow
+        if flow is None:
+            flow = (
+                FlowKind.GROUPS
+                if self.clause_type is ClauseType.GROUP_BY and self.type is RelationType.FDR
+                else _FLOW[self.type]
+            )
+        return _fast(
+            Relation,
+            type=self.type,
+            source=source,
+            target=target,
+            clause_type=self.clause_type,
+            effect_type=self.effect_type,
+            process_id=self.process_id,
+            flow=flow,
+            effect=self.effect,
+            transform=self.transform,
+            function=self.function,
+            span=self.span,
+        )
+
+
+class GraphBuilder:
+    """Datasets and relations of one statement. Relations are de-duplicated on (type, ends, clause)."""
+
+    def __init__(self) -> None:
+        self.datasets: dict[str, DatasetBuilder] = {}
+        self.relations: dict[tuple[str, ColKey, ColKey, str], RelationBuilder] = {}
+        self.processes: list[Process] = []
+        self._incoming: set[ColKey] = set()
+
+    def dataset(self, ds: DatasetBuilder) -> DatasetBuilder:
+        """Register ``ds`` (or return the one already registered under its id)."""
+        old = self.datasets.get(ds.id)
+        if old is not None:
+            return old
+        self.datasets[ds.id] = ds
+        return ds
+
+    def is_fed(self, key: ColKey) -> bool:
+        """Whether any relation ends in this column (used to skip dangling PseudoRows hops)."""
+        return key in self._incoming
+
+    def add(
+        self,
+        rtype: RelationType,
+        source: ColKey,
+        target: ColKey,
+        *,
+        clause_type: ClauseType | None = None,
+        effect_type: str | None = "select",
+        process_id: str | None = None,
+        flow: FlowKind | None = None,
+        effect: Effect | None = None,
+        transform: str | None = None,
+        function: str | None = None,
+        span: Span | None = None,
+    ) -> None:
+        if source == target:
+            return
+        key = (rtype.value, source, target, clause_type.value if clause_type else "")
+        old = self.relations.get(key)
+        if old is not None:
+            if effect is not None and (old.effect is None or _EFFECT_RANK[effect] > _EFFECT_RANK[old.effect]):
+                old.effect = effect
+            return
+        self.relations[key] = RelationBuilder(
+            type=rtype,
+            source=source,
+            target=target,
+            clause_type=clause_type,
+            effect_type=effect_type,
+            process_id=process_id,
+            flow=flow,
+            effect=effect,
+            transform=transform,
+            function=function,
+            span=span,
+        )
+        if rtype is not RelationType.JOIN:
+            self._incoming.add(target)
+
+    def finish(self, spelling: dict[tuple[str, str], str]) -> None:
+        """End of the statement: shared column spellings, and a check that every relation end exists.
+
+        ``spelling`` (script-wide, updated here) makes every statement use the first spelling seen of a
+        permanent dataset's column, so ``SAL`` and ``sal`` stay one column. Raises ValueError on a
+        dangling end (a bug of ours), so only this statement is lost.
+        """
+        renames: dict[ColKey, ColKey] = {}
+        for ds in self.datasets.values():
+            if not ds.kind.is_permanent:
+                continue
+            for key, col in ds.columns.items():
+                canon = spelling.setdefault((ds.id, key), col.name)
+                if canon != col.name:
+                    renames[(ds.id, col.name)] = (ds.id, canon)
+                    col.name = canon
+        for rel in self.relations.values():
+            if renames:
+                rel.source = renames.get(rel.source, rel.source)
+                rel.target = renames.get(rel.target, rel.target)
+            for ds_id, col_name in (rel.source, rel.target):
+                owner = self.datasets.get(ds_id)
+                found = owner.columns.get(col_name.lower()) if owner is not None else None
+                if found is None or found.name != col_name:
+                    msg = f"relation {rel.source} -> {rel.target}: no column {col_name!r} on {ds_id!r}"
+                    raise ValueError(msg)
+
+
+class ScriptGraph:
+    """The finished statements of a script, merged; frozen once into the validated Lineage."""
+
+    def __init__(self) -> None:
+        self.datasets: dict[str, DatasetBuilder] = {}
+        self.relations: list[RelationBuilder] = []
+        self.processes: list[Process] = []
+
+    def absorb(self, graph: GraphBuilder) -> None:
+        for ds in graph.datasets.values():
+            mine = self.datasets.get(ds.id)
+            if mine is None:
+                self.datasets[ds.id] = ds
+            else:
+                mine.absorb(ds)
+        self.relations.extend(graph.relations.values())
+        self.processes.extend(graph.processes)
+
+    def freeze(self) -> Lineage:
+        refs: dict[ColKey, ColumnRef] = {}
+        return Lineage(
+            datasets=tuple(d.freeze() for d in self.datasets.values()),
+            processes=tuple(self.processes),
+            relations=tuple(r.freeze(refs) for r in self.relations),
+        )

@@ -1,0 +1,1135 @@
+"""The column resolver: one pass over a statement's syntax tree, no sqlglot ``qualify``.
+
+:class:`StatementContext` holds everything one statement needs (script state, graph under construction,
+positions) and the core helpers a statement handler calls:
+
+- :meth:`StatementContext.query_lineage` - lineage of a query expression (SELECT, set operation, VALUES,
+  with its CTEs and subqueries) into a resultset; returns a :class:`QueryResult`.
+- :meth:`StatementContext.table` - the dataset of a table reference (``exp.Table``).
+- :meth:`StatementContext.write_into` - the resultset -> target edges of a statement that writes.
+- :meth:`StatementContext.begin_process` - the statement's process (call it before walking the query so
+  resultsets are scoped to the process id).
+
+Lineage rules (seed 000/001/002): select-list columns feed their output column (``fdd``, CASE conditions
+included); WHERE, JOIN ON, GROUP BY, HAVING and QUALIFY columns feed the resultset's ``PseudoRows`` as
+``fdr``; window PARTITION/ORDER columns feed their output column as ``fdr`` (clause window); aggregate
+outputs also get the WHERE/GROUP BY/HAVING columns, and without GROUP BY the FROM sources' ``PseudoRows``;
+``COUNT(*)`` is fed by the FROM sources' ``PseudoRows``; a FROM-clause subquery or CTE passes its
+``PseudoRows`` on (``fdd``, clause select).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from sqlglot import exp
+from sqlglot.dialects.dialect import Dialect
+
+from atlas_bridge.extractors.sql.builder import ColKey, DatasetBuilder, GraphBuilder
+from atlas_bridge.extractors.sql.schema import SchemaIndex
+from atlas_bridge.extractors.sql.split import LineIndex
+from atlas_bridge.model import (
+    ORPHAN_TABLE,
+    PSEUDO_ROWS,
+    ClauseType,
+    DatasetKind,
+    Effect,
+    FlowKind,
+    Problem,
+    Process,
+    RelationType,
+    Severity,
+    Span,
+    dataset_id,
+)
+
+FDD = RelationType.FDD
+FDR = RelationType.FDR
+
+
+class StatementTimeout(Exception):
+    """The statement used up its time budget."""
+
+
+class UnsupportedSQL(Exception):
+    """A construct the extractor does not handle (reported, the statement is skipped)."""
+
+
+@dataclass
+class ScriptState:
+    """What outlives one statement: numbering, the schema grown by DDL, column spellings."""
+
+    schema: SchemaIndex
+    dialect: Dialect
+    text: str
+    lines: LineIndex
+    file: str | None = None
+    default_db: str | None = None
+    counters: dict[str, int] = field(default_factory=dict)
+    spelling: dict[tuple[str, str], str] = field(default_factory=dict)
+    hashes_seen: dict[str, int] = field(default_factory=dict)
+    problems: list[Problem] = field(default_factory=list)
+    procedure: str | None = None
+    """Procedure the statements being analysed sit in (set by the procedural-block handler)."""
+    resolve_variable: Callable[[exp.Expr], ColKey | None] | None = None
+    """Inside a procedural block: the variable column a Column/Parameter names, else None."""
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Query results and FROM-clause sources
+
+
+@dataclass
+class Ref:
+    """One column occurrence found in an expression, resolved to a dataset column."""
+
+    key: ColKey
+    span: Span | None = None
+    agg: bool = False
+    window: bool = False
+    rows: bool = False
+    """A subquery's or source's PseudoRows (row-count influence, never a value)."""
+    func: str | None = None
+    orphan: bool = False
+    count_star: bool = False
+
+
+class QueryResult:
+    """A resultset built from a query: its dataset and its output columns in order.
+
+    ``extra`` resolves a column name the resultset does not list yet (a ``*`` over a table without
+    schema, a CTE over such a query...): it adds the column with its lineage and returns it, or None.
+    """
+
+    def __init__(self, ds: DatasetBuilder, columns: list[str] | None = None) -> None:
+        self.ds = ds
+        self.columns: list[str] = columns or []
+        self._index: dict[str, str] = {c.lower(): c for c in self.columns}
+        self.extra: Callable[[str, Span | None], str | None] | None = None
+
+    def add_output(self, name: str) -> str:
+        """Add an output column, renaming a duplicate (``id``, ``id_2``...) so positions stay distinct."""
+        base, n = name, 1
+        while name.lower() in self._index:
+            n += 1
+            name = f"{base}_{n}"
+        self.columns.append(name)
+        self._index[name.lower()] = name
+        return self.ds.column(name)
+
+    def set_columns(self, names: list[str]) -> None:
+        self.columns = []
+        self._index = {}
+        for n in names:
+            self.add_output(n)
+
+    def has(self, name: str) -> bool | None:
+        """True: listed; None: may exist (open); False: does not."""
+        if name.lower() in self._index:
+            return True
+        return None if self.extra is not None else False
+
+    def lookup(self, name: str, span: Span | None = None) -> ColKey | None:
+        col = self._index.get(name.lower())
+        if col is not None:
+            return (self.ds.id, col)
+        if self.extra is not None:
+            got = self.extra(name, span)
+            if got is not None:
+                if got.lower() not in self._index:
+                    self._index[got.lower()] = got
+                return (self.ds.id, got)
+        return None
+
+    @property
+    def rows_key(self) -> ColKey:
+        return (self.ds.id, PSEUDO_ROWS)
+
+
+@dataclass
+class Source:
+    """Something in FROM: a table (``query`` None) or a resultset (CTE, subquery, function)."""
+
+    alias: str
+    ds: DatasetBuilder
+    names: tuple[str, ...]
+    known: dict[str, str] | None = None
+    """Table columns from the schema (lower -> spelling, in order); None = unknown (any name accepted)."""
+    query: QueryResult | None = None
+    rename: dict[str, str] | None = None
+    """Alias column list of a derived table: alias column (lower) -> underlying output column."""
+    rename_names: tuple[str, ...] = ()
+
+    def has(self, name: str) -> bool | None:
+        low = name.lower()
+        if self.rename is not None:
+            return True if low in self.rename else (None if self.query and self.query.extra else False)
+        if self.query is not None:
+            return self.query.has(name)
+        if self.known is None:
+            return None
+        return low in self.known
+
+    def column(self, name: str, span: Span | None, *, force: bool = False) -> ColKey | None:
+        low = name.lower()
+        if self.rename is not None and low in self.rename:
+            name = self.rename[low]
+        if self.query is not None:
+            return self.query.lookup(name, span)
+        if self.known is not None and low in self.known:
+            return (self.ds.id, self.ds.column(self.known[low], span))
+        if self.known is None or force:
+            return (self.ds.id, self.ds.column(name, span))
+        return None
+
+    def column_list(self) -> list[str] | None:
+        """Output columns in order when known (for ``*``), else None."""
+        if self.rename is not None:
+            return list(self.rename_names)
+        if self.query is not None:
+            return [c for c in self.query.columns if c != "*"]
+        if self.known is not None:
+            return list(self.known.values())
+        return None
+
+    def is_open(self) -> bool:
+        if self.query is not None:
+            return self.query.extra is not None or "*" in self.query.columns
+        return self.known is None
+
+    @property
+    def rows_key(self) -> ColKey:
+        return (self.ds.id, PSEUDO_ROWS)
+
+
+class Scope:
+    """Name resolution for one SELECT: its FROM sources, visible CTEs, aliases, and the enclosing scope."""
+
+    def __init__(self, parent: Scope | None, ctes: dict[str, QueryResult]) -> None:
+        self.parent = parent
+        self.ctes = ctes
+        self.sources: list[Source] = []
+        self.using: set[str] = set()
+
+    def find(self, qual: tuple[str, ...]) -> Source | None:
+        """The source a qualifier (``a``, ``t``, ``db.t``) names."""
+        full = ".".join(qual)
+        last = qual[-1]
+        for src in self.sources:
+            if src.alias == full or (src.alias == last and len(qual) == 1):
+                return src
+        for src in self.sources:
+            if full in src.names:
+                return src
+        if len(qual) > 1:
+            for src in self.sources:
+                if last in src.names:
+                    return src
+        return None
+
+
+_AMBIGUOUS = object()
+
+
+# ---------------------------------------------------------------------------------------------------------
+
+
+class StatementContext:
+    """One statement being analysed. Handlers receive it; see the module docstring for its helpers."""
+
+    def __init__(
+        self,
+        state: ScriptState,
+        *,
+        index: int,
+        start: int,
+        end: int,
+        deadline: float | None,
+    ) -> None:
+        self.state = state
+        self.index = index
+        self.start = start
+        self.end = end
+        self.sql = state.text[start:end]
+        self.graph = GraphBuilder()
+        self.deadline = deadline
+        self._ticks = 0
+        self.problems: list[Problem] = []
+        self.dialect = state.dialect
+        self.key = _statement_key(state, self.sql)
+        self.process_id: str | None = None
+        self.scope_id = f"query:{self.key}"
+        self.effect_type = "select"
+        self._names_used: set[str] = set()
+
+    # -- bookkeeping ----------------------------------------------------------------------------------
+
+    def check(self) -> None:
+        """Cooperative time-budget check (cheap; call it in loops)."""
+        self._ticks += 1
+        if self.deadline is not None and not self._ticks & 31 and time.monotonic() > self.deadline:
+            msg = "time budget exceeded"
+            raise StatementTimeout(msg)
+
+    def span_of(self, node: exp.Expr | None) -> Span | None:
+        """File span of a node whose tokens carry positions (identifiers, columns, tables)."""
+        if node is None:
+            return None
+        meta = node.meta if isinstance(node, exp.Identifier) else None
+        if meta is None or "start" not in meta:
+            ident = node.this if isinstance(node.this, exp.Identifier) else node.find(exp.Identifier)
+            if ident is None or "start" not in ident.meta:
+                return None
+            meta = ident.meta
+        return self.state.lines.span(int(meta["start"]), int(meta["end"]) + 1)
+
+    def statement_span(self) -> Span:
+        return self.state.lines.span(self.start, self.end)
+
+    def warn(self, message: str, *, kind: str, span: Span | None = None) -> None:
+        sp = span or self.statement_span()
+        self.problems.append(
+            Problem(
+                message=message,
+                severity=Severity.WARNING,
+                kind=kind,
+                file=self.state.file,
+                statement_index=self.index,
+                line=sp.line,
+                column=sp.column,
+            )
+        )
+
+    def next_number(self, prefix: str) -> int:
+        n = self.state.counters.get(prefix, 0) + 1
+        self.state.counters[prefix] = n
+        return n
+
+    def begin_process(self, ptype: str, name: str, *, effect_type: str) -> str:
+        """Create this statement's process; resultsets built afterwards are scoped to it."""
+        pid = f"process:{self.key}"
+        self.graph.processes.append(
+            Process(
+                id=pid,
+                type=ptype,
+                name=name,
+                query_hash=_hash(self.sql),
+                statement_index=self.index,
+                sql=self.sql,
+                span=self.statement_span(),
+                source_file=self.state.file,
+                procedure=self.state.procedure,
+            )
+        )
+        self.process_id = pid
+        self.scope_id = pid
+        self.effect_type = effect_type
+        return pid
+
+    def resultset(self, name: str, sub_type: str, alias: str | None = None) -> DatasetBuilder:
+        """A new statement-local resultset (name made unique within the statement)."""
+        base, n = name, 1
+        while name.lower() in self._names_used:
+            n += 1
+            name = f"{base}-{n}"
+        self._names_used.add(name.lower())
+        ds = DatasetBuilder(
+            id=dataset_id(DatasetKind.RESULTSET, name, scope=self.scope_id),
+            kind=DatasetKind.RESULTSET,
+            name=name,
+            sub_type=sub_type,
+            alias=alias,
+        )
+        return self.graph.dataset(ds)
+
+    def numbered_resultset(self, prefix: str, sub_type: str, alias: str | None = None) -> DatasetBuilder:
+        return self.resultset(f"{prefix}-{self.next_number(prefix)}", sub_type, alias)
+
+    def orphan(self, name: str, span: Span | None, reason: str) -> ColKey:
+        """Park a column no table can be found for on the pseudo table (never a guess)."""
+        ds = self.graph.dataset(
+            DatasetBuilder(
+                id=dataset_id(DatasetKind.PSEUDO_TABLE, ORPHAN_TABLE),
+                kind=DatasetKind.PSEUDO_TABLE,
+                name=ORPHAN_TABLE,
+            )
+        )
+        self.warn(f"column {name!r} cannot be placed: {reason}", kind="orphan_column", span=span)
+        return (ds.id, ds.column(name, span))
+
+    # -- tables ---------------------------------------------------------------------------------------
+
+    def table(self, table: exp.Table, kind: DatasetKind = DatasetKind.TABLE) -> DatasetBuilder:
+        """The permanent dataset a table reference names (db defaults to the script's default db)."""
+        name = table.name
+        db = table.db or self.state.default_db or None
+        catalog = table.catalog or None
+        ds = self.graph.dataset(
+            DatasetBuilder(
+                id=dataset_id(kind, name, db, catalog),
+                kind=kind,
+                name=name,
+                db=db,
+                catalog=catalog,
+            )
+        )
+        if kind is DatasetKind.VIEW:
+            ds.kind = DatasetKind.VIEW
+        span = self.span_of(table)
+        if span is not None and len(ds.spans) < 8:
+            ds.spans.append(span)
+        alias = table.alias
+        if alias and ds.alias is None:
+            ds.alias = alias
+        return ds
+
+    def table_columns(self, table: exp.Table) -> list[tuple[str, str | None]] | None:
+        return self.state.schema.columns(
+            table.catalog or None, table.db or self.state.default_db or None, table.name
+        )
+
+    # -- writing --------------------------------------------------------------------------------------
+
+    def write_into(
+        self,
+        qr: QueryResult,
+        target: DatasetBuilder,
+        target_columns: list[str] | None,
+        *,
+        by_name: bool = False,
+    ) -> list[str]:
+        """Edges from a resultset into a permanent target; returns the target columns written.
+
+        ``target_columns`` maps by position (an explicit column list or the target's schema); None or
+        ``by_name`` writes each output column into the target column of the same name.
+        """
+        assert self.process_id is not None, "begin_process() first"
+        target.process_ids.add(self.process_id)
+        outputs = list(qr.columns)
+        pairs: list[tuple[str, str]] = []
+        if target_columns is None or by_name or "*" in outputs:
+            pairs = [(c, c) for c in outputs]
+        else:
+            if len(outputs) != len(target_columns):
+                self.warn(
+                    f"{len(outputs)} columns written into {len(target_columns)} columns of {target.name}",
+                    kind="resolve",
+                )
+            pairs = list(zip(outputs, target_columns, strict=False))
+        written: list[str] = []
+        for src_col, tgt_col in pairs:
+            tcol = target.column(tgt_col)
+            written.append(tcol)
+            self.graph.add(
+                FDD,
+                (qr.ds.id, src_col),
+                (target.id, tcol),
+                effect_type=self.effect_type,
+                process_id=self.process_id,
+                effect=Effect.EXACT_COPY,
+            )
+        if self.graph.is_fed(qr.rows_key):
+            qr.ds.rows()
+            self.graph.add(
+                FDR,
+                qr.rows_key,
+                (target.id, target.rows()),
+                effect_type=self.effect_type,
+                process_id=self.process_id,
+            )
+        return written
+
+    # -- queries --------------------------------------------------------------------------------------
+
+    def query_lineage(
+        self,
+        node: exp.Expr,
+        parent: Scope | None = None,
+        ctes: dict[str, QueryResult] | None = None,
+        *,
+        alias: str | None = None,
+        on_first_branch: Callable[[QueryResult], None] | None = None,
+    ) -> QueryResult:
+        """Lineage of a query expression into a new resultset (RS-n, a union result...)."""
+        self.check()
+        if ctes is None:
+            ctes = parent.ctes if parent is not None else {}
+        if isinstance(node, exp.Subquery):
+            ctes = self._with(node, parent, ctes)
+            return self.query_lineage(
+                node.this, parent, ctes, alias=alias or node.alias or None, on_first_branch=on_first_branch
+            )
+        if isinstance(node, exp.Select):
+            return self._select(node, parent, ctes, alias)
+        if isinstance(node, exp.SetOperation):
+            return self._set_operation(node, parent, ctes, alias, on_first_branch)
+        if isinstance(node, exp.Values):
+            return self._values(node, alias)
+        if isinstance(node, exp.Paren):
+            return self.query_lineage(node.this, parent, ctes, alias=alias, on_first_branch=on_first_branch)
+        msg = f"unsupported query expression {node.key.upper()}"
+        raise UnsupportedSQL(msg)
+
+    def query_ctes(self, node: exp.Expr, parent: Scope | None = None) -> dict[str, QueryResult]:
+        """The CTEs a statement's own WITH clause defines (e.g. ``WITH q AS (...) INSERT ...``)."""
+        return self._with(node, parent, parent.ctes if parent is not None else {})
+
+    def _with(
+        self, node: exp.Expr, parent: Scope | None, ctes: dict[str, QueryResult]
+    ) -> dict[str, QueryResult]:
+        w = node.args.get("with_")
+        if not isinstance(w, exp.With):
+            return ctes
+        recursive = bool(w.args.get("recursive"))
+        out = dict(ctes)
+        for cte in w.expressions:
+            self.check()
+            name = cte.alias
+            alias_expr = cte.args.get("alias")
+            col_names = [c.name for c in alias_expr.columns] if isinstance(alias_expr, exp.TableAlias) else []
+            ds = self.resultset(name, "with_cte")
+            cte_qr = QueryResult(ds, list(col_names))
+            for c in col_names:
+                ds.column(c)
+            visible = dict(out)
+            if recursive:
+                visible[name.lower()] = cte_qr
+
+            def first(
+                branch: QueryResult, cte_qr: QueryResult = cte_qr, named: bool = bool(col_names)
+            ) -> None:
+                if not named and not cte_qr.columns:
+                    cte_qr.set_columns(list(branch.columns))
+
+            body = self.query_lineage(cte.this, parent, visible, on_first_branch=first)
+            if not col_names and not cte_qr.columns:
+                cte_qr.set_columns(list(body.columns))
+            for src_col, tgt_col in zip(body.columns, cte_qr.columns, strict=False):
+                self.graph.add(FDD, (body.ds.id, src_col), (ds.id, tgt_col), effect=Effect.EXACT_COPY)
+            if body.extra is not None:
+                cte_qr.extra = _pass_through(self, body, cte_qr)
+            if self.graph.is_fed(body.rows_key):
+                self.graph.add(FDD, body.rows_key, (ds.id, ds.rows()), clause_type=ClauseType.SELECT)
+            out[name.lower()] = cte_qr
+        return out
+
+    def _values(self, node: exp.Values, alias: str | None) -> QueryResult:
+        ds = self.numbered_resultset("VALUES", "values", alias or node.alias or None)
+        qr = QueryResult(ds)
+        alias_expr = node.args.get("alias")
+        names = [c.name for c in alias_expr.columns] if isinstance(alias_expr, exp.TableAlias) else []
+        if not names and node.expressions:
+            first = node.expressions[0]
+            width = len(first.expressions) if isinstance(first, exp.Tuple) else 1
+            names = [f"column{i + 1}" for i in range(width)]
+        for n in names:
+            qr.add_output(n)
+        return qr
+
+    def _set_operation(
+        self,
+        node: exp.SetOperation,
+        parent: Scope | None,
+        ctes: dict[str, QueryResult],
+        alias: str | None,
+        on_first_branch: Callable[[QueryResult], None] | None,
+    ) -> QueryResult:
+        ctes = self._with(node, parent, ctes)
+        left = self.query_lineage(node.this, parent, ctes, on_first_branch=on_first_branch)
+        if on_first_branch is not None:
+            on_first_branch(left)
+        right = self.query_lineage(node.expression, parent, ctes)
+        kind = type(node).__name__.upper()
+        ds = self.numbered_resultset(f"RESULT_OF_{kind}", "select_union", alias)
+        qr = QueryResult(ds)
+        for name in left.columns:
+            qr.add_output(name)
+        for branch in (left, right):
+            for src_col, tgt_col in zip(branch.columns, qr.columns, strict=False):
+                self.graph.add(FDD, (branch.ds.id, src_col), (ds.id, tgt_col), effect=Effect.EXACT_COPY)
+            if self.graph.is_fed(branch.rows_key):
+                self.graph.add(FDD, branch.rows_key, (ds.id, ds.rows()), clause_type=ClauseType.SELECT)
+        if left.extra is not None or right.extra is not None:
+
+            def extra(name: str, span: Span | None) -> str | None:
+                found = [k for b in (left, right) if (k := b.lookup(name, span)) is not None]
+                if not found:
+                    return None
+                col = ds.column(name)
+                for k in found:
+                    self.graph.add(FDD, k, (ds.id, col), effect=Effect.EXACT_COPY)
+                return col
+
+            qr.extra = extra
+        return qr
+
+    # -- SELECT ---------------------------------------------------------------------------------------
+
+    def _select(
+        self, sel: exp.Select, parent: Scope | None, ctes: dict[str, QueryResult], alias: str | None
+    ) -> QueryResult:
+        ctes = self._with(sel, parent, ctes)
+        ds = self.numbered_resultset("RS", "select_list", alias)
+        qr = QueryResult(ds)
+        scope = Scope(parent, ctes)
+        from_ = sel.args.get("from_")
+        if isinstance(from_, exp.From):
+            self._add_source(scope, from_.this)
+        joins = sel.args.get("joins") or []
+        for join in joins:
+            self._add_source(scope, join.this)
+            for ident in join.args.get("using") or []:
+                scope.using.add(ident.name.lower())
+        for lateral in sel.args.get("laterals") or []:
+            self._add_source(scope, lateral)
+        rows_target = (ds.id, PSEUDO_ROWS)
+
+        # Select list ------------------------------------------------------------------------------
+        aliases: dict[str, list[Ref]] = {}
+        agg_cols: list[str] = []
+        open_stars: list[Source] = []
+        has_count_star = False
+        for proj in sel.expressions:
+            self.check()
+            if isinstance(proj, exp.Star) or (
+                isinstance(proj, exp.Column) and isinstance(proj.this, exp.Star)
+            ):
+                self._star(scope, qr, proj, open_stars)
+                continue
+            expr = proj.unalias()
+            while isinstance(expr, exp.Paren):
+                expr = expr.this
+            name = (
+                (proj.alias if isinstance(proj, exp.Alias) else "")
+                or (expr.output_name if isinstance(expr, (exp.Column, exp.Dot)) else "")
+                or _expression_name(expr, self.dialect)
+            )
+            col = qr.add_output(name)
+            refs: list[Ref] = []
+            self._collect(expr, scope, refs, lateral=aliases)
+            aliases.setdefault(name.lower(), refs)
+            exact = isinstance(expr, exp.Column)
+            transform = None
+            if not (exact and not isinstance(proj, exp.Alias)):
+                transform = (proj if exact else expr).sql(dialect=self.dialect, comments=False)
+            is_agg = False
+            for ref in refs:
+                if ref.count_star:
+                    has_count_star = True
+                    is_agg = is_agg or not ref.window
+                    for src in scope.sources:
+                        src.ds.rows()
+                        self.graph.add(
+                            FDR,
+                            src.rows_key,
+                            (ds.id, col),
+                            clause_type=ClauseType.SELECT,
+                            flow=FlowKind.DATA_FLOW,
+                            effect=Effect.AGGREGATION,
+                            transform=transform,
+                            function="COUNT",
+                        )
+                    continue
+                if ref.window:
+                    self.graph.add(FDR, ref.key, (ds.id, col), clause_type=ClauseType.WINDOW, span=ref.span)
+                    continue
+                if ref.rows:
+                    self.graph.add(FDR, ref.key, (ds.id, col), clause_type=ClauseType.SELECT)
+                    continue
+                if ref.agg:
+                    is_agg = True
+                    effect = Effect.AGGREGATION
+                elif ref.orphan:
+                    effect = Effect.AMBIGUOUS
+                else:
+                    effect = Effect.EXACT_COPY if exact else Effect.MODIFIED_COPY
+                self.graph.add(
+                    FDD,
+                    ref.key,
+                    (ds.id, col),
+                    effect=effect,
+                    transform=transform,
+                    function=ref.func,
+                    span=ref.span,
+                )
+            if is_agg:
+                agg_cols.append(col)
+        if open_stars:
+            qr.extra = _star_extra(self, qr, open_stars)
+
+        # Row-count influences ---------------------------------------------------------------------
+        for src in scope.sources:
+            if src.query is not None and self.graph.is_fed(src.rows_key):
+                self.graph.add(FDD, src.rows_key, (ds.id, ds.rows()), clause_type=ClauseType.SELECT)
+
+        def restrict(refs: list[Ref], clause: ClauseType, to_aggregates: bool) -> None:
+            for ref in refs:
+                if ref.count_star:
+                    continue
+                ds.rows()
+                self.graph.add(FDR, ref.key, rows_target, clause_type=clause, span=ref.span)
+                if to_aggregates:
+                    for col in agg_cols:
+                        self.graph.add(FDR, ref.key, (ds.id, col), clause_type=clause, span=ref.span)
+
+        for join in joins:
+            on = join.args.get("on")
+            if on is not None:
+                refs = []
+                self._collect(on, scope, refs)
+                restrict(refs, ClauseType.JOIN, False)
+                self._join_pairs(on, scope)
+            for ident in join.args.get("using") or []:
+                refs = []
+                for src in scope.sources:
+                    key = src.column(ident.name, self.span_of(ident))
+                    if key is not None:
+                        refs.append(Ref(key))
+                restrict(refs, ClauseType.JOIN, False)
+        where = sel.args.get("where")
+        if where is not None:
+            refs = []
+            self._collect(where.this, scope, refs, lateral=aliases, filter_context=True)
+            restrict(refs, ClauseType.WHERE, True)
+        group = sel.args.get("group")
+        grouped = False
+        if isinstance(group, exp.Group):
+            refs = []
+            for g in group.expressions:
+                grouped = True
+                if isinstance(g, exp.Literal) and not g.is_string and g.name.isdigit():
+                    pos = int(g.name) - 1
+                    if 0 <= pos < len(sel.expressions):
+                        proj_name = qr.columns[pos] if pos < len(qr.columns) else ""
+                        refs.extend(aliases.get(proj_name.lower(), []))
+                    continue
+                self._collect(g, scope, refs, lateral=aliases, filter_context=True)
+            restrict([r for r in refs if not r.agg], ClauseType.GROUP_BY, True)
+        having = sel.args.get("having")
+        if having is not None:
+            refs = []
+            self._collect(having.this, scope, refs, lateral=aliases, filter_context=True)
+            restrict(refs, ClauseType.HAVING, True)
+        qualify = sel.args.get("qualify")
+        if qualify is not None:
+            refs = []
+            self._collect(qualify.this, scope, refs, lateral=aliases, filter_context=True)
+            restrict(refs, ClauseType.WHERE, False)
+        if agg_cols and not grouped:
+            for src in scope.sources:
+                src.ds.rows()
+                for col in agg_cols:
+                    self.graph.add(FDR, src.rows_key, (ds.id, col), clause_type=ClauseType.SELECT)
+        del has_count_star
+        return qr
+
+    def _star(self, scope: Scope, qr: QueryResult, proj: exp.Expr, open_stars: list[Source]) -> None:
+        star = proj.this if isinstance(proj, exp.Column) else proj
+        if isinstance(proj, exp.Column):
+            qual = tuple(p.lower() for p in _qualifier(proj))
+            src = scope.find(qual)
+            if src is None:
+                self.warn(
+                    f"{proj.sql(dialect=self.dialect)}: no such table in FROM",
+                    kind="resolve",
+                    span=self.span_of(proj),
+                )
+                return
+            sources = [src]
+        else:
+            sources = list(scope.sources)
+        excluded: set[str] = set()
+        if isinstance(star, exp.Star):
+            for arg in ("except_", "except", "exclude"):
+                for e in star.args.get(arg) or []:
+                    excluded.add(e.name.lower())
+        span = self.span_of(proj)
+        for src in sources:
+            cols = src.column_list()
+            if cols is not None:
+                for c in cols:
+                    if c.lower() in excluded:
+                        continue
+                    ckey = src.column(c, None)
+                    if ckey is None:
+                        continue
+                    self.graph.add(FDD, ckey, (qr.ds.id, qr.add_output(c)), effect=Effect.EXACT_COPY)
+            if src.is_open():
+                open_stars.append(src)
+                if cols is None or (src.query is not None and "*" in src.query.columns):
+                    star_col = "*" if "*" in qr.columns else qr.add_output("*")
+                    skey = (src.ds.id, src.ds.column("*", span))
+                    self.graph.add(FDD, skey, (qr.ds.id, star_col), effect=Effect.EXACT_COPY, span=span)
+
+    def _join_pairs(self, on: exp.Expr, scope: Scope) -> None:
+        for eq in on.find_all(exp.EQ):
+            left, right = eq.this, eq.expression
+            if isinstance(left, exp.Column) and isinstance(right, exp.Column):
+                lk = self._resolve_one(left, scope)
+                rk = self._resolve_one(right, scope)
+                if lk is not None and rk is not None and lk[0] != rk[0]:
+                    self.graph.add(
+                        RelationType.JOIN, lk, rk, clause_type=ClauseType.JOIN, span=self.span_of(left)
+                    )
+
+    def _resolve_one(self, col: exp.Column, scope: Scope) -> ColKey | None:
+        refs: list[Ref] = []
+        self._collect(col, scope, refs)
+        return refs[0].key if len(refs) == 1 and not refs[0].orphan else None
+
+    # -- FROM -----------------------------------------------------------------------------------------
+
+    def _add_source(self, scope: Scope, item: exp.Expr) -> None:
+        self.check()
+        alias_expr = item.args.get("alias")
+        alias = item.alias if isinstance(alias_expr, exp.TableAlias) else ""
+        alias_cols = [c.name for c in alias_expr.columns] if isinstance(alias_expr, exp.TableAlias) else []
+        if isinstance(item, exp.Table):
+            if isinstance(item.this, exp.Func):
+                self._function_source(scope, item.this, alias, alias_cols, table=item)
+                return
+            name = item.name
+            low = name.lower()
+            if not item.db and low in scope.ctes:
+                cte = scope.ctes[low]
+                ds = cte.ds
+                src = Source(alias=(alias or name).lower(), ds=ds, names=(low,), query=cte)
+                if alias_cols:
+                    _rename(src, alias_cols, cte.columns)
+                scope.sources.append(src)
+                return
+            ds = self.table(item)
+            cols = self.table_columns(item)
+            known = {c.lower(): c for c, _ in cols} if cols is not None else None
+            names = {low}
+            if item.db:
+                names.add(f"{item.db.lower()}.{low}")
+                if item.catalog:
+                    names.add(f"{item.catalog.lower()}.{item.db.lower()}.{low}")
+            scope.sources.append(
+                Source(alias=(alias or name).lower(), ds=ds, names=tuple(names), known=known)
+            )
+            return
+        if isinstance(item, (exp.Subquery, exp.Select, exp.SetOperation, exp.Values)):
+            qr = self.query_lineage(item, scope.parent, scope.ctes, alias=alias or None)
+            src = Source(alias=(alias or qr.ds.name).lower(), ds=qr.ds, names=(), query=qr)
+            if alias_cols and not isinstance(item, exp.Values):
+                _rename(src, alias_cols, qr.columns)
+            scope.sources.append(src)
+            return
+        if isinstance(item, exp.Lateral):
+            inner = item.this
+            if isinstance(inner, (exp.Subquery, exp.Select)):
+                qr = self.query_lineage(inner, scope, scope.ctes, alias=alias or None)
+                scope.sources.append(
+                    Source(alias=(alias or qr.ds.name).lower(), ds=qr.ds, names=(), query=qr)
+                )
+                return
+            self._function_source(scope, inner, alias, alias_cols)
+            return
+        if isinstance(item, (exp.Unnest, exp.Func)):
+            self._function_source(scope, item, alias, alias_cols)
+            return
+        msg = f"unsupported FROM item {item.key.upper()}"
+        raise UnsupportedSQL(msg)
+
+    def _function_source(
+        self,
+        scope: Scope,
+        func: exp.Expr,
+        alias: str,
+        alias_cols: list[str],
+        table: exp.Table | None = None,
+    ) -> None:
+        """A table-valued function: a table of subType function when named (a UDF), else FUNCTION-n."""
+        if table is not None and isinstance(func, exp.Anonymous):
+            fname = func.name
+            ds = self.graph.dataset(
+                DatasetBuilder(
+                    id=dataset_id(DatasetKind.TABLE, fname, table.db or None, table.catalog or None),
+                    kind=DatasetKind.TABLE,
+                    name=fname,
+                    db=table.db or None,
+                    catalog=table.catalog or None,
+                    sub_type="function",
+                    alias=alias or None,
+                )
+            )
+            names = {fname.lower()}
+            if table.db:
+                names.add(f"{table.db.lower()}.{fname.lower()}")
+            scope.sources.append(Source(alias=(alias or fname).lower(), ds=ds, names=tuple(names)))
+            return
+        ds = self.numbered_resultset("FUNCTION", "function", alias or None)
+        qr = QueryResult(ds)
+        arg_refs: list[Ref] = []
+        self._collect(func, scope, arg_refs)
+        transform = func.sql(dialect=self.dialect, comments=False)
+        fname = func.sql_name() if isinstance(func, exp.Func) else func.key.upper()
+
+        def feed(col: str) -> None:
+            for ref in arg_refs:
+                if not ref.count_star:
+                    self.graph.add(
+                        FDD,
+                        ref.key,
+                        (ds.id, col),
+                        effect=Effect.MODIFIED_COPY,
+                        transform=transform,
+                        function=fname,
+                    )
+
+        for c in alias_cols or ([alias] if alias and isinstance(func, exp.Unnest) else []):
+            feed(qr.add_output(c))
+        if not alias_cols:
+
+            def extra(name: str, span: Span | None) -> str | None:
+                col = ds.column(name)
+                feed(col)
+                return col
+
+            qr.extra = extra
+        scope.sources.append(Source(alias=(alias or ds.name).lower(), ds=ds, names=(), query=qr))
+
+    # -- expressions ----------------------------------------------------------------------------------
+
+    def _collect(
+        self,
+        node: exp.Expr,
+        scope: Scope,
+        out: list[Ref],
+        *,
+        lateral: dict[str, list[Ref]] | None = None,
+        agg: bool = False,
+        window: bool = False,
+        func: str | None = None,
+        bound: frozenset[str] = frozenset(),
+        filter_context: bool = False,
+    ) -> None:
+        """Column occurrences of ``node`` (not descending into subqueries, which get their own RS)."""
+        if self.state.resolve_variable is not None and isinstance(node, (exp.Column, exp.Parameter)):
+            var_key = self.state.resolve_variable(node)
+            if var_key is not None:
+                out.append(Ref(var_key, self.span_of(node), agg, window, func=func))
+                return
+        if isinstance(node, exp.Column):
+            if isinstance(node.this, exp.Star):
+                qual = tuple(p.lower() for p in _qualifier(node))
+                src = scope.find(qual) if qual else None
+                if src is not None:
+                    src.ds.rows()
+                    out.append(Ref(src.rows_key, rows=True, agg=agg, func=func))
+                return
+            if not node.table and node.name.lower() in bound:
+                return
+            self._resolve_into(node, scope, out, lateral, agg, window, func)
+            return
+        if isinstance(node, (exp.Subquery, exp.Select, exp.SetOperation)):
+            qr = self.query_lineage(node, scope, scope.ctes)
+            for c in qr.columns:
+                out.append(Ref((qr.ds.id, c), agg=agg, window=window or filter_context, func=func))
+            if self.graph.is_fed(qr.rows_key):
+                out.append(Ref(qr.rows_key, rows=True))
+            return
+        if isinstance(node, exp.Window):
+            self._collect(
+                node.this, scope, out, lateral=lateral, agg=False, window=False, func=func, bound=bound
+            )
+            for p in node.args.get("partition_by") or []:
+                self._collect(p, scope, out, lateral=lateral, window=True, bound=bound)
+            order = node.args.get("order")
+            if order is not None:
+                self._collect(order, scope, out, lateral=lateral, window=True, bound=bound)
+            return
+        if isinstance(node, exp.AggFunc):
+            if isinstance(node, exp.Count) and (node.this is None or isinstance(node.this, exp.Star)):
+                out.append(Ref(("", ""), count_star=True, window=window, func="COUNT"))
+                return
+            agg, func = (not window) or agg, node.sql_name()
+        elif isinstance(node, exp.Func):
+            func = node.name if isinstance(node, exp.Anonymous) else node.sql_name()
+        elif isinstance(node, exp.Lambda):
+            names = frozenset(e.name.lower() for e in node.expressions)
+            self._collect(
+                node.this, scope, out, lateral=lateral, agg=agg, window=window, func=func, bound=bound | names
+            )
+            return
+        elif isinstance(node, (exp.Literal, exp.DataType, exp.Var, exp.Identifier)):
+            return
+        for child in node.iter_expressions():
+            self._collect(
+                child,
+                scope,
+                out,
+                lateral=lateral,
+                agg=agg,
+                window=window,
+                func=func,
+                bound=bound,
+                filter_context=filter_context,
+            )
+
+    def _resolve_into(
+        self,
+        col: exp.Column,
+        scope: Scope,
+        out: list[Ref],
+        lateral: dict[str, list[Ref]] | None,
+        agg: bool,
+        window: bool,
+        func: str | None,
+    ) -> None:
+        name = col.name
+        span = self.span_of(col)
+        qual = tuple(p.lower() for p in _qualifier(col))
+        if qual:
+            s: Scope | None = scope
+            while s is not None:
+                src = s.find(qual)
+                if src is not None:
+                    key = src.column(name, span, force=True)
+                    if key is None:
+                        key = self.orphan(name, span, f"{'.'.join(qual)} has no such column")
+                        out.append(Ref(key, span, agg, window, func=func, orphan=True))
+                    else:
+                        out.append(Ref(key, span, agg, window, func=func))
+                    return
+                s = s.parent
+            # ``a.b`` where ``a`` is a column (a struct field access), not a table
+            head = _qualifier(col)[0]
+            inner = exp.column(head)
+            inner.this.meta.update(
+                col.args["table"].meta if isinstance(col.args.get("table"), exp.Identifier) else {}
+            )
+            if len(qual) == 1 and self._lookup(head, scope) is not None:
+                self._resolve_into(inner, scope, out, lateral, agg, window, func)
+                return
+            key = self.orphan(name, span, f"no table {'.'.join(qual)!s} in scope")
+            out.append(Ref(key, span, agg, window, func=func, orphan=True))
+            return
+        low = name.lower()
+        if lateral is not None and low in lateral and not any(src.has(name) for src in scope.sources):
+            # a select-list alias (GROUP BY x, lateral ``x * 2``) unless a known column has that name
+            out.extend(_from_alias(lateral[low], agg, window, func))
+            return
+        s = scope
+        while s is not None:
+            hit = self._lookup(name, s)
+            if isinstance(hit, tuple):
+                out.append(Ref(hit, span, agg, window, func=func))
+                return
+            if hit is _AMBIGUOUS:
+                tables = ", ".join(src.ds.name for src in s.sources)
+                key = self.orphan(name, span, f"several tables in FROM ({tables}) and no schema tells which")
+                out.append(Ref(key, span, agg, window, func=func, orphan=True))
+                return
+            if s is scope and lateral is not None and low in lateral:
+                out.extend(_from_alias(lateral[low], agg, window, func))
+                return
+            s = s.parent
+        if len(scope.sources) == 1:
+            key2 = scope.sources[0].column(name, span, force=True)
+            if key2 is not None:
+                out.append(Ref(key2, span, agg, window, func=func))
+                return
+        reason = "no table in scope" if not scope.sources else "not a column of any table in scope"
+        key = self.orphan(name, span, reason)
+        out.append(Ref(key, span, agg, window, func=func, orphan=True))
+
+    def _lookup(self, name: str, scope: Scope) -> ColKey | object | None:
+        """Unqualified column in one scope: a key, _AMBIGUOUS, or None (not here)."""
+        low = name.lower()
+        known_hits: list[Source] = []
+        unknown: list[Source] = []
+        for src in scope.sources:
+            h = src.has(name)
+            if h is True:
+                known_hits.append(src)
+            elif h is None:
+                unknown.append(src)
+        if low in scope.using and (known_hits or unknown):
+            return (known_hits or unknown)[0].column(name, None)
+        if len(known_hits) == 1:
+            return known_hits[0].column(name, None)
+        if len(known_hits) > 1:
+            return _AMBIGUOUS
+        if len(unknown) == 1:
+            return unknown[0].column(name, None, force=True)
+        if len(unknown) > 1:
+            return _AMBIGUOUS
+        return None
+
+
+# ---------------------------------------------------------------------------------------------------------
+
+
+def _star_extra(
+    ctx: StatementContext, qr: QueryResult, open_sources: list[Source]
+) -> Callable[[str, Span | None], str | None]:
+    """Resolve a name through a ``*`` over sources whose columns are not all known."""
+
+    def extra(name: str, span: Span | None) -> str | None:
+        cands = [s for s in open_sources if s.has(name) is not False]
+        if len(cands) != 1:
+            return None
+        key = cands[0].column(name, span, force=True)
+        if key is None:
+            return None
+        col = qr.ds.column(name)
+        ctx.graph.add(FDD, key, (qr.ds.id, col), effect=Effect.EXACT_COPY)
+        return col
+
+    return extra
+
+
+def _pass_through(
+    ctx: StatementContext, body: QueryResult, outer: QueryResult
+) -> Callable[[str, Span | None], str | None]:
+    def extra(name: str, span: Span | None) -> str | None:
+        key = body.lookup(name, span)
+        if key is None:
+            return None
+        col = outer.ds.column(name)
+        ctx.graph.add(FDD, key, (outer.ds.id, col), effect=Effect.EXACT_COPY)
+        return col
+
+    return extra
+
+
+def _from_alias(refs: list[Ref], agg: bool, window: bool, func: str | None) -> list[Ref]:
+    """The refs of a select-list alias, as seen from where the alias is used."""
+    return [
+        Ref(r.key, r.span, agg or r.agg, window or r.window, r.rows, func or r.func, r.orphan, r.count_star)
+        for r in refs
+    ]
+
+
+def _rename(src: Source, alias_cols: list[str], columns: list[str]) -> None:
+    pairs = list(zip(alias_cols, columns, strict=False))
+    src.rename = {a.lower(): c for a, c in pairs}
+    src.rename_names = tuple(a for a, _ in pairs)
+
+
+def _qualifier(col: exp.Column) -> list[str]:
+    parts = [col.args.get(k) for k in ("catalog", "db", "table")]
+    return [p.name for p in parts if isinstance(p, exp.Expr) and p.name]
+
+
+def _expression_name(expr: exp.Expr, dialect: Dialect) -> str:
+    text = expr.sql(dialect=dialect, comments=False)
+    return text if len(text) <= 128 else text[:125] + "..."
+
+
+def _hash(sql: str) -> str:
+    from atlas_bridge.model import query_hash
+
+    return query_hash(sql)
+
+
+def _statement_key(state: ScriptState, sql: str) -> str:
+    short = _hash(sql)[:16]
+    n = state.hashes_seen.get(short, 0) + 1
+    state.hashes_seen[short] = n
+    return short if n == 1 else f"{short}#{n}"

@@ -1,0 +1,1704 @@
+"""Read Gudu SQLFlow / DataFlowAnalyzer lineage (dlineage XML and SQLFlow JSON) into the lineage model.
+
+Every generation of the format is accepted (``../shared/reference/sqlflow.md`` §1):
+
+- dlineage XML with ``<relation>`` (legacy and 2020-2021) or ``<relationship>`` (2022 on) elements, two- or
+  three-part coordinates, ``PseudoRows`` or ``RelationRows`` pseudo columns, column-level and table-level
+  relations (``target_id`` / ``source_id`` naming tables and processes), and fragments: a run of elements
+  without the ``<dlineage>`` root, or relations whose objects are not declared (copied out of docs);
+- SQLFlow JSON: the flat model (``dbobjs`` list + ``relations`` / ``relationships``), the hierarchical one
+  (``dbobjs.servers[].databases[].schemas[]`` + top-level ``processes``), bare or inside the REST envelope
+  (``{code, data: {mode, sqlflow, graph}}`` or the model directly in ``data``). ``data.graph`` is UI layout
+  and is ignored; ``mode == "summary"`` holds no column data and is refused.
+
+Mapping decisions:
+
+- Endpoints resolve by ids (``parent_id`` + column ``id``), never by names. An object a relation names but the
+  document does not declare is rebuilt from ``parent_name`` (a resultset if the name is one SQLFlow generates,
+  else a table) with a warning, so fragments keep their edges.
+- SQL quoting is stripped from object and column names (not from constant-table columns, which are literals);
+  ``RelationRows`` becomes :data:`~atlas_bridge.model.PSEUDO_ROWS`. ``schema`` is our ``db`` and ``database``
+  our ``catalog`` (J2: the schema and database containers; ``DEFAULT`` means none).
+- Resultsets, variables, constant tables and the orphan-column pseudo table are statement-local: their
+  scope is the process whose coordinates enclose them, else the one process their data flows into, else a
+  per-file scope ``sqlflow:<file stem>``.
+- Processes keep SQLFlow's name; their type becomes snake_case (``sstcreateview`` and ``Create View`` ->
+  ``create_view``); ``queryHashId`` is the query hash and ``process:<first 16 hex>`` the id.
+- Table-level relations (object -> process -> object) become ``PseudoRows -> PseudoRows`` edges from every
+  source of a process to every target of it (targets also from ``processIds``), tagged with the process.
+- ``<error>`` elements become :class:`~atlas_bridge.model.Problem` s of kind ``sqlflow``; anything else the
+  model cannot hold (packages, database/schema elements, unknown values) becomes a warning.
+- Attributes in the ``urn:atlas-bridge:sqlflow`` namespace (JSON: an ``atlasBridge`` object) are written by
+  :mod:`atlas_bridge.sqlflow_out` for what SQLFlow has no slot for (exact ids, SQL text, v2 flow/effect...),
+  so what we write reads back into an equal model. SQLFlow ignores them.
+
+Untrusted XML is parsed with defusedxml with DTDs, entities and external references forbidden, after a size
+check; nothing is ever expanded.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import re
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import PurePath
+from typing import Any
+from xml.etree.ElementTree import Element, ParseError
+
+import defusedxml.ElementTree as DefusedET
+from defusedxml import DefusedXmlException, DTDForbidden, EntitiesForbidden, ExternalReferenceForbidden
+
+from atlas_bridge.errors import ExtractionError, UnsafeInputError
+from atlas_bridge.model import (
+    PSEUDO_ROWS,
+    Argument,
+    ClauseType,
+    Column,
+    ColumnRef,
+    Dataset,
+    DatasetKind,
+    Effect,
+    ExtractionResult,
+    FlowKind,
+    Lineage,
+    Problem,
+    Procedure,
+    Process,
+    Relation,
+    RelationType,
+    Severity,
+    Span,
+    dataset_id,
+    unquote,
+)
+
+logger = logging.getLogger(__name__)
+
+AB_NAMESPACE = "urn:atlas-bridge:sqlflow"
+"""XML namespace of atlas-bridge's extension attributes (JSON: the ``atlasBridge`` member)."""
+
+AB_JSON_KEY = "atlasBridge"
+
+DEFAULT_MAX_BYTES = 64 * 1024 * 1024
+
+_PSEUDO_NAMES = frozenset({"pseudorows", "relationrows"})
+
+_RELATION_TYPES: dict[str, tuple[RelationType, ClauseType | None]] = {
+    "fdd": (RelationType.FDD, None),
+    "fdr": (RelationType.FDR, None),
+    "frd": (RelationType.FDR, None),
+    "fddi": (RelationType.FDR, ClauseType.CONDITION),
+    "join": (RelationType.JOIN, None),
+    "call": (RelationType.CALL, None),
+    "er": (RelationType.ER, None),
+    "dataflow": (RelationType.FDD, None),
+    "impact": (RelationType.FDR, None),
+    "dataflow_recordset": (RelationType.FDR, None),
+    # v2 design relationship types
+    "data_flow": (RelationType.FDD, None),
+    "restricts": (RelationType.FDR, None),
+    "groups": (RelationType.FDR, ClauseType.GROUP_BY),
+    "calls": (RelationType.CALL, None),
+}
+
+_CLAUSE_TYPES: dict[str, ClauseType] = {
+    "where": ClauseType.WHERE,
+    "join": ClauseType.JOIN,
+    "joincondition": ClauseType.JOIN,
+    "on": ClauseType.JOIN,
+    "groupby": ClauseType.GROUP_BY,
+    "having": ClauseType.HAVING,
+    "window": ClauseType.WINDOW,
+    "orderby": ClauseType.ORDER_BY,
+    "condition": ClauseType.CONDITION,
+    "insertvalues": ClauseType.INSERT_VALUES,
+    "select": ClauseType.SELECT,
+}
+
+_FLOWS = {f.value: f for f in FlowKind}
+_EFFECTS = {e.value: e for e in Effect} | {"WEAK_COPY": Effect.MODIFIED_COPY}
+
+_PROCESS_TYPES = {
+    "sstinsert": "insert",
+    "sstcreateview": "create_view",
+    "sstcreatetable": "create_table",
+    "sstaltertable": "alter_table",
+    "sstupdate": "update",
+    "sstmerge": "merge",
+    "sstdelete": "delete",
+    "ssttruncatetable": "truncate",
+    "sstselect": "select",
+    "hive_load": "load_data",
+}
+
+# Object kinds by XML element / JSON dbobj type (lower case). Anything else in a dbobj list is a resultset.
+_KINDS: dict[str, DatasetKind] = {
+    "table": DatasetKind.TABLE,
+    "view": DatasetKind.VIEW,
+    "pseudotable": DatasetKind.PSEUDO_TABLE,
+    "constanttable": DatasetKind.CONSTANT_TABLE,
+    "path": DatasetKind.PATH,
+    "file": DatasetKind.PATH,
+    "directory": DatasetKind.PATH,
+    "stage": DatasetKind.STAGE,
+    "datasource": DatasetKind.STAGE,
+    "stream": DatasetKind.STREAM,
+    "variable": DatasetKind.VARIABLE,
+    "resultset": DatasetKind.RESULTSET,
+}
+_OBJECT_TAGS = frozenset({"table", "view", "resultset", "variable", "path", "stage", "stream", "datasource"})
+_PROCEDURE_TYPES = frozenset({"procedure", "function", "trigger", "macro", "createprocedure"})
+_IGNORED_TAGS = frozenset({"orientation"})
+_STATEMENT_LOCAL = frozenset(
+    {DatasetKind.RESULTSET, DatasetKind.VARIABLE, DatasetKind.CONSTANT_TABLE, DatasetKind.PSEUDO_TABLE}
+)
+_DEFAULT_CONTAINERS = frozenset({"default", "default_server", ""})
+
+# Names SQLFlow generates for resultsets: RS-1, INSERT-SELECT-1, CTE-X-1, RESULT_OF_A-1, FUNCTION-2 ...
+_RESULTSET_NAME = re.compile(
+    r"^(RS|INSERT-SELECT|UPDATE-SET|UPDATE-SELECT|MERGE-INSERT|MERGE-UPDATE|CTE|RESULT_OF|FUNCTION|"
+    r"PIVOT-TABLE|UNPIVOT-TABLE|ALIAS|CASE-WHEN|OUTPUT|ARRAY|STRUCT)([-_].*)?$",
+    re.IGNORECASE,
+)
+
+_DOUBLED_QUOTES = re.compile(r'=""([^"<>&\n]*)""')
+_COORD_POINT = re.compile(r"\[\s*(-?\d+)\s*,\s*(-?\d+)\s*(?:,\s*([^\],\[]*?)\s*)?\]")
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Raw document: what the XML and JSON readers produce, before ids are resolved.
+
+
+@dataclass
+class _RawSpan:
+    line: int
+    column: int
+    end_line: int
+    end_column: int
+    file_hash: str = "0"
+
+    def span(self) -> Span:
+        return Span(line=self.line, column=self.column, end_line=self.end_line, end_column=self.end_column)
+
+    def encloses(self, other: _RawSpan) -> bool:
+        if self.file_hash != other.file_hash:
+            return False
+        return (self.line, self.column) <= (other.line, other.column) and (
+            other.end_line,
+            other.end_column,
+        ) <= (
+            self.end_line,
+            self.end_column,
+        )
+
+
+@dataclass
+class _RawColumn:
+    id: str
+    name: str
+    spans: list[_RawSpan]
+    system: bool = False
+    data_type: str | None = None
+    ext: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class _RawObject:
+    id: str
+    tag: str
+    """Element name (XML) or dbobj ``type`` (JSON), lower case."""
+    attrs: dict[str, str]
+    spans: list[_RawSpan]
+    columns: list[_RawColumn] = field(default_factory=list)
+    ext: dict[str, str] = field(default_factory=dict)
+    declared: bool = True
+
+
+@dataclass
+class _RawProcess:
+    id: str
+    attrs: dict[str, str]
+    spans: list[_RawSpan]
+    ext: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class _RawArgument:
+    name: str
+    data_type: str | None
+    mode: str | None
+    spans: list[_RawSpan]
+
+
+@dataclass
+class _RawProcedure:
+    id: str
+    attrs: dict[str, str]
+    spans: list[_RawSpan]
+    arguments: list[_RawArgument] = field(default_factory=list)
+    ext: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class _RawEnd:
+    id: str | None
+    column: str | None
+    parent_id: str | None
+    parent_name: str | None
+    parent_alias: str | None
+    spans: list[_RawSpan]
+    system: bool = False
+    clause_type: str | None = None
+    object_id: str | None = None
+    """Table level: the table/view/process the end names (``target_id`` / ``source_id``)."""
+    transforms: list[str] = field(default_factory=list)
+    function: str | None = None
+
+
+@dataclass
+class _RawRelation:
+    id: str
+    type: str
+    attrs: dict[str, str]
+    target: _RawEnd | None
+    sources: list[_RawEnd]
+    ext: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class _RawError:
+    message: str
+    type: str | None
+    spans: list[_RawSpan]
+
+
+@dataclass
+class _RawDoc:
+    objects: list[_RawObject] = field(default_factory=list)
+    processes: list[_RawProcess] = field(default_factory=list)
+    procedures: list[_RawProcedure] = field(default_factory=list)
+    relations: list[_RawRelation] = field(default_factory=list)
+    errors: list[_RawError] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Public entry point
+
+
+def extract_sqlflow_lineage(
+    data: str | bytes,
+    *,
+    file: str | None = None,
+    max_bytes: int = DEFAULT_MAX_BYTES,
+) -> ExtractionResult:
+    """Read a SQLFlow dlineage XML or JSON export (auto-detected) into the lineage model.
+
+    Raises :class:`~atlas_bridge.errors.UnsafeInputError` for DTDs, entities or input over ``max_bytes``, and
+    :class:`~atlas_bridge.errors.ExtractionError` for input that is neither, a summary-mode export, or
+    malformed documents. Problems inside a readable document come back as ``Problem`` s.
+
+    >>> xml = '<dlineage><table id="1" name="t"><column id="2" name="a"/></table></dlineage>'
+    >>> [d.id for d in extract_sqlflow_lineage(xml).lineage.datasets]
+    ['table:t']
+    """
+    size = _byte_size(data, max_bytes)
+    if size > max_bytes:
+        msg = f"input is {size} bytes, over the limit of {max_bytes} bytes; refused"
+        raise UnsafeInputError(msg, file=file)
+    text_start = _first_char(data)
+    if text_start == "<":
+        doc = _parse_xml(data, file)
+    elif text_start in ("{", "["):
+        doc = _parse_json(data, file)
+    else:
+        msg = "not a SQLFlow export: expected dlineage XML ('<') or SQLFlow JSON ('{')"
+        raise ExtractionError(msg, file=file)
+    return _build(doc, file, _file_scope(data, file))
+
+
+def _byte_size(data: str | bytes, max_bytes: int) -> int:
+    if isinstance(data, bytes):
+        return len(data)
+    if len(data) > max_bytes or len(data) * 4 <= max_bytes:
+        return len(data)  # a lower bound that decides alone: over, or surely under
+    return len(data.encode("utf-8", "surrogatepass"))
+
+
+def _first_char(data: str | bytes) -> str:
+    head = data[:4096]
+    text = head.decode("utf-8", "replace") if isinstance(head, bytes) else head
+    text = text.lstrip("\ufeff \t\r\n")
+    return text[:1]
+
+
+def _file_scope(data: str | bytes, file: str | None) -> str:
+    if file:
+        name = PurePath(file).name
+        for suffix in (".xml", ".json"):
+            if name.lower().endswith(suffix):
+                name = name[: -len(suffix)]
+        return f"sqlflow:{name}"
+    raw = data if isinstance(data, bytes) else data.encode("utf-8", "surrogatepass")
+    return f"sqlflow:{hashlib.sha256(raw).hexdigest()[:12]}"
+
+
+# ---------------------------------------------------------------------------------------------------------
+# XML
+
+
+def _parse_xml(data: str | bytes, file: str | None) -> _RawDoc:
+    doc = _RawDoc()
+    try:
+        root = _safe_fromstring(data, file)
+    except ExtractionError as e:
+        if isinstance(e, UnsafeInputError):
+            raise
+        # Gudu's docs render quoted names as name=""eName"" (a lost &quot;): repair that one thing.
+        text = data.decode("utf-8", "replace") if isinstance(data, bytes) else data
+        repaired, n = _DOUBLED_QUOTES.subn(r'="&quot;\1&quot;"', text)
+        if not n:
+            raise
+        root = _safe_fromstring(repaired, file)
+        doc.warnings.append(f'repaired {n} attribute value(s) written as ""name"" (unescaped quotes)')
+    tag = _local(root.tag).lower()
+    if tag in ("dlineage", "dligneage", "fragment"):
+        children = list(root)
+    else:
+        children = [root]
+    for child in children:
+        _read_xml_element(child, doc)
+    return doc
+
+
+def _safe_fromstring(data: str | bytes, file: str | None) -> Element:
+    try:
+        return _defused_fromstring(data, file)
+    except ParseError as e:
+        if getattr(e, "code", None) != 9:  # 9 = junk after document element: a fragment of siblings
+            raise _xml_error(e, file) from e
+    # A run of elements copied out of a page: read it inside a synthetic root.
+    text = data.decode("utf-8", "replace") if isinstance(data, bytes) else data
+    text = re.sub(r"^\ufeff?\s*<\?xml[^>]*\?>", "", text, count=1)
+    try:
+        return _defused_fromstring(f"<fragment>{text}</fragment>", file)
+    except ParseError as e:
+        raise _xml_error(e, file) from e
+
+
+def _defused_fromstring(data: str | bytes, file: str | None) -> Element:
+    try:
+        root: Element = DefusedET.fromstring(
+            data, forbid_dtd=True, forbid_entities=True, forbid_external=True
+        )
+    except DTDForbidden as e:
+        msg = (
+            "refused XML with a document type declaration (DTD): DTDs carry entity-expansion "
+            "(billion laughs) and external-entity (XXE) attacks, and SQLFlow never writes one; "
+            "nothing was expanded"
+        )
+        raise UnsafeInputError(msg, file=file) from e
+    except EntitiesForbidden as e:
+        msg = f"refused XML that declares entity {e.name!r} (entity expansion); nothing was expanded"
+        raise UnsafeInputError(msg, file=file) from e
+    except ExternalReferenceForbidden as e:
+        msg = f"refused XML with an external reference ({e.sysid or e.pubid}); nothing was fetched"
+        raise UnsafeInputError(msg, file=file) from e
+    except DefusedXmlException as e:
+        msg = f"refused unsafe XML construct ({type(e).__name__}); nothing was expanded"
+        raise UnsafeInputError(msg, file=file) from e
+    return root
+
+
+def _xml_error(e: ParseError, file: str | None) -> ExtractionError:
+    line, column = getattr(e, "position", (None, None))
+    msg = f"malformed dlineage XML: {e}"
+    return ExtractionError(msg, file=file, line=line, column=column + 1 if column is not None else None)
+
+
+def _local(tag: str) -> str:
+    return tag.rsplit("}", 1)[-1]
+
+
+def _xml_attrs(el: Element) -> tuple[dict[str, str], dict[str, str]]:
+    """Plain attributes, and atlas-bridge extension attributes (namespace stripped)."""
+    attrs: dict[str, str] = {}
+    ext: dict[str, str] = {}
+    prefix = "{" + AB_NAMESPACE + "}"
+    for key, value in el.attrib.items():
+        if key.startswith(prefix):
+            ext[key[len(prefix) :]] = value
+        else:
+            attrs[_local(key)] = value
+    return attrs, ext
+
+
+def _read_xml_element(el: Element, doc: _RawDoc) -> None:
+    tag = _local(el.tag)
+    low = tag.lower()
+    attrs, ext = _xml_attrs(el)
+    spans = _parse_coordinates(attrs.get("coordinate"))
+    if low in _OBJECT_TAGS:
+        obj_tag = low
+        if low == "table" and attrs.get("type", "").lower() in ("pseudotable", "constanttable"):
+            obj_tag = attrs["type"].lower()
+        obj = _RawObject(id=attrs.get("id", ""), tag=obj_tag, attrs=attrs, spans=spans, ext=ext)
+        for col in el:
+            if _local(col.tag).lower() == "column":
+                obj.columns.append(_xml_column(col))
+            else:
+                doc.warnings.append(
+                    f"element <{_local(col.tag)}> inside <{tag} id={obj.id!r}> is not represented"
+                )
+        doc.objects.append(obj)
+    elif low == "process":
+        doc.processes.append(_RawProcess(id=attrs.get("id", ""), attrs=attrs, spans=spans, ext=ext))
+    elif low == "procedure":
+        proc = _RawProcedure(id=attrs.get("id", ""), attrs=attrs, spans=spans, ext=ext)
+        for arg in el:
+            if _local(arg.tag).lower() == "argument":
+                a, _ = _xml_attrs(arg)
+                proc.arguments.append(
+                    _RawArgument(
+                        name=a.get("name", ""),
+                        data_type=a.get("datatype") or a.get("dataType"),
+                        mode=a.get("inout"),
+                        spans=_parse_coordinates(a.get("coordinate")),
+                    )
+                )
+        doc.procedures.append(proc)
+    elif low == "package":
+        doc.warnings.append(
+            f"package {attrs.get('name', attrs.get('id', '?'))!r} is not represented (its procedures are)"
+        )
+        for child in el:
+            before = len(doc.procedures)
+            _read_xml_element(child, doc)
+            for proc in doc.procedures[before:]:
+                proc.attrs.setdefault("package", attrs.get("name", ""))
+    elif low in ("relation", "relationship"):
+        _read_xml_relation(el, attrs, ext, doc)
+    elif low == "error":
+        doc.errors.append(
+            _RawError(
+                message=attrs.get("errorMessage", ""),
+                type=attrs.get("errorType"),
+                spans=spans or _parse_coordinates(attrs.get("originCoordinate")),
+            )
+        )
+    elif low in _IGNORED_TAGS:
+        return
+    else:
+        doc.warnings.append(f"element <{tag}> id={attrs.get('id', '?')!r} is not represented")
+
+
+def _xml_column(el: Element) -> _RawColumn:
+    attrs, ext = _xml_attrs(el)
+    return _RawColumn(
+        id=attrs.get("id", ""),
+        name=attrs.get("name", ""),
+        spans=_parse_coordinates(attrs.get("coordinate")),
+        system=attrs.get("source", "").lower() == "system",
+        data_type=attrs.get("dataType") or attrs.get("datatype"),
+        ext=ext,
+    )
+
+
+def _read_xml_relation(el: Element, attrs: dict[str, str], ext: dict[str, str], doc: _RawDoc) -> None:
+    target: _RawEnd | None = None
+    sources: list[_RawEnd] = []
+    for child in el:
+        ctag = _local(child.tag).lower()
+        end_attrs, _ = _xml_attrs(child)
+        if ctag in ("target", "caller"):
+            target = _xml_end(child, end_attrs, "target_id")
+        elif ctag in ("source", "callee"):
+            sources.append(_xml_end(child, end_attrs, "source_id"))
+        else:
+            doc.warnings.append(
+                f"element <{_local(child.tag)}> in relation {attrs.get('id', '?')!r} is ignored"
+            )
+    doc.relations.append(
+        _RawRelation(
+            id=attrs.get("id", ""),
+            type=attrs.get("type", "fdd"),
+            attrs=attrs,
+            target=target,
+            sources=sources,
+            ext=ext,
+        )
+    )
+
+
+def _xml_end(el: Element, attrs: dict[str, str], object_key: str) -> _RawEnd:
+    transforms: list[str] = []
+    for tr in el.iter():
+        if _local(tr.tag).lower() == "code" and tr.text and tr.text.strip():
+            transforms.append(tr.text.strip())
+    return _RawEnd(
+        id=attrs.get("id"),
+        column=attrs.get("column") if "column" in attrs else attrs.get("name"),
+        parent_id=attrs.get("parent_id"),
+        parent_name=attrs.get("parent_name"),
+        parent_alias=attrs.get("parent_alias"),
+        spans=_parse_coordinates(attrs.get("coordinate")),
+        system=attrs.get("source", "").lower() == "system",
+        clause_type=attrs.get("clauseType"),
+        object_id=attrs.get(object_key),
+        transforms=transforms,
+        function=attrs.get("function"),
+    )
+
+
+def _parse_coordinates(value: Any) -> list[_RawSpan]:
+    """``"[l,c,h],[l,c,h]"`` (or two-part ``[l,c]``) strings and JSON ``[{x, y, hashCode}]`` lists."""
+    points: list[tuple[int, int, str]] = []
+    if isinstance(value, str):
+        for m in _COORD_POINT.finditer(value):
+            points.append((int(m.group(1)), int(m.group(2)), (m.group(3) or "0").strip()))
+    elif isinstance(value, list):
+        for p in value:
+            if isinstance(p, dict) and "x" in p and "y" in p:
+                try:
+                    points.append((int(p["x"]), int(p["y"]), str(p.get("hashCode", "0"))))
+                except (TypeError, ValueError):
+                    continue
+    spans: list[_RawSpan] = []
+    for i in range(0, len(points), 2):
+        start = points[i]
+        end = points[i + 1] if i + 1 < len(points) else start
+        if min(start[0], start[1], end[0], end[1]) < 1:
+            continue  # [-1,-1] = no position
+        spans.append(_RawSpan(start[0], start[1], end[0], end[1], start[2]))
+    return spans
+
+
+# ---------------------------------------------------------------------------------------------------------
+# JSON
+
+
+def _parse_json(data: str | bytes, file: str | None) -> _RawDoc:
+    try:
+        top = json.loads(data)
+    except json.JSONDecodeError as e:
+        msg = f"malformed SQLFlow JSON: {e.msg}"
+        raise ExtractionError(msg, file=file, line=e.lineno, column=e.colno) from e
+    except (RecursionError, UnicodeDecodeError) as e:
+        msg = f"unreadable SQLFlow JSON: {type(e).__name__}"
+        raise UnsafeInputError(msg, file=file) from e
+    if _is_v2(top):
+        return _parse_v2(top)
+    model = _json_model(top, file)
+    doc = _RawDoc()
+    dbobjs = model.get("dbobjs")
+    if isinstance(dbobjs, list):
+        for obj in dbobjs:
+            if isinstance(obj, dict):
+                _read_json_dbobj(obj, {}, doc)
+    elif isinstance(dbobjs, dict):
+        _read_json_tree(dbobjs, doc)
+    processes: dict[str, _RawProcess] = {}
+    for proc in doc.processes:
+        processes.setdefault(proc.id, proc)
+    for p in model.get("processes") or ():
+        if isinstance(p, dict):
+            raw = _json_process(p)
+            old = processes.get(raw.id)
+            if old is None:
+                processes[raw.id] = raw
+            else:  # top-level entry carries the type; the schema-level copy may not
+                old.attrs.update({k: v for k, v in raw.attrs.items() if v})
+                old.spans = old.spans or raw.spans
+                old.ext.update(raw.ext)
+    doc.processes = list(processes.values())
+    rels = model.get("relationships")
+    if rels is None:
+        rels = model.get("relations")
+    for rel in rels or ():
+        if isinstance(rel, dict):
+            _read_json_relation(rel, doc)
+    for err in model.get("errors") or ():
+        if isinstance(err, dict):
+            doc.errors.append(
+                _RawError(
+                    message=str(err.get("errorMessage", "")),
+                    type=_str(err.get("errorType")),
+                    spans=_parse_coordinates(err.get("coordinates", err.get("coordinate"))),
+                )
+            )
+    if (
+        not model.get("errors")
+        and isinstance(top, dict)
+        and isinstance(top.get("error"), str)
+        and top["error"]
+    ):
+        doc.errors.append(_RawError(message=top["error"], type=None, spans=[]))
+    return doc
+
+
+def _json_model(top: Any, file: str | None) -> dict[str, Any]:
+    if not isinstance(top, dict):
+        msg = "not a SQLFlow JSON export: the top level is not an object"
+        raise ExtractionError(msg, file=file)
+    data = top.get("data") if "data" in top and "dbobjs" not in top else None
+    if data is None:
+        model = top
+    elif isinstance(data, dict):
+        if str(data.get("mode", "")).lower() == "summary":
+            msg = (
+                "SQLFlow export is in summary mode (the relation count exceeded the server's limit): "
+                "it has no column-level data; export again with a higher relation_limit or per statement"
+            )
+            raise ExtractionError(msg, file=file)
+        sqlflow = data.get("sqlflow")
+        model = sqlflow if isinstance(sqlflow, dict) else data
+    else:
+        msg = "not a SQLFlow JSON export: 'data' is not an object"
+        raise ExtractionError(msg, file=file)
+    if "dbobjs" not in model and "relationships" not in model and "relations" not in model:
+        if isinstance(top.get("error"), str) and top.get("error"):
+            msg = f"SQLFlow reported an error and no lineage (code {top.get('code')}): {top['error']}"
+        else:
+            msg = "not a SQLFlow JSON export: no 'dbobjs' or 'relationships'"
+        raise ExtractionError(msg, file=file)
+    return model
+
+
+def _is_v2_edge(obj: Any) -> bool:
+    return isinstance(obj, dict) and "sourceId" in obj and "targetId" in obj and "target" not in obj
+
+
+def _is_v2(top: Any) -> bool:
+    """The v2 design form (``lineageObjects``, atomic ``sourceId`` -> ``targetId`` edges), whole or part."""
+    if isinstance(top, list):
+        return bool(top) and all(_is_v2_edge(e) for e in top)
+    if not isinstance(top, dict):
+        return False
+    if _is_v2_edge(top) or "lineageObjects" in top:
+        return True
+    rels = top.get("relationships")
+    return "dbobjs" not in top and isinstance(rels, list) and bool(rels) and all(_is_v2_edge(e) for e in rels)
+
+
+def _parse_v2(top: Any) -> _RawDoc:
+    """v2 design JSON (seeds 001/002, sqlflow_public basic-concepts): objects by id, 1 -> 1 typed edges.
+
+    Endpoints are lineage-object ids, or (as the docs write them) dotted ``table.column`` names; a table
+    endpoint stands for its row set (``PseudoRows``). ``has`` edges are structure: they declare the column.
+    """
+    doc = _RawDoc()
+    edges: list[Any]
+    objects: list[Any]
+    if isinstance(top, list):
+        edges, objects = top, []
+    elif _is_v2_edge(top):
+        edges, objects = [top], []
+    else:
+        edges, objects = list(top.get("relationships") or []), list(top.get("lineageObjects") or [])
+    by_qn: dict[str, _RawObject] = {}
+    by_id: dict[str, tuple[_RawObject, str | None]] = {}  # v2 id -> (object, column name or None)
+    column_objs: list[dict[str, Any]] = []
+    for obj in objects:
+        if not isinstance(obj, dict):
+            continue
+        if str(obj.get("type", "")).lower() == "column":
+            column_objs.append(obj)
+            continue
+        props = obj.get("properties")
+        temporary = isinstance(props, dict) and bool(props.get("isTemporary"))
+        name = _str(obj.get("name")) or _str(obj.get("id")) or ""
+        qn = _str(obj.get("qualifiedName")) or name
+        tag = _v2_object_tag(name, qn, temporary)
+        attrs = {"name": name} if tag != "table" else {"name": _v2_table_name(qn, name)}
+        raw = _RawObject(id=_str(obj.get("id")) or qn, tag=tag, attrs=attrs, spans=[])
+        doc.objects.append(raw)
+        by_qn[qn.lower()] = raw
+        by_id[raw.id] = (raw, None)
+    for col_obj in column_objs:
+        name = _str(col_obj.get("name")) or ""
+        qn = _str(col_obj.get("qualifiedName")) or ""
+        parent_qn = qn[: -len(name) - 1] if name and qn.endswith("." + name) else qn.rpartition(".")[0]
+        parent = by_qn.get(parent_qn.lower())
+        if parent is None:
+            tag = _v2_object_tag(name, parent_qn, True)
+            parent_name = name if tag == "variable" else parent_qn.rpartition(".")[2] or name
+            parent = _RawObject(id=f"v2:{parent_qn}", tag=tag, attrs={"name": parent_name}, spans=[])
+            if tag == "variable":
+                parent.attrs["subType"] = "scalar"
+            doc.objects.append(parent)
+            by_qn[parent_qn.lower()] = parent
+        cid = _str(col_obj.get("id")) or qn
+        parent.columns.append(_RawColumn(id=cid, name=name, spans=[]))
+        by_id[cid] = (parent, name)
+
+    def endpoint(ref: str) -> tuple[_RawObject, str, str]:
+        found = by_id.get(ref)
+        if found is not None:
+            obj, col = found
+            if col is not None:
+                return obj, col, ref
+            col = PSEUDO_ROWS
+        else:
+            parts = split_qualified(ref)
+            table = ".".join(parts[:-1]) if len(parts) > 1 else ref
+            col = parts[-1] if len(parts) > 1 else PSEUDO_ROWS
+            known = by_qn.get(table.lower())
+            if known is None:
+                tag = "resultset" if _RESULTSET_NAME.match(unquote(table)) else "table"
+                known = _RawObject(id=f"v2:{table}", tag=tag, attrs={"name": table}, spans=[])
+                doc.objects.append(known)
+                by_qn[table.lower()] = known
+            obj = known
+        col_id = f"{obj.id}.{col}"
+        if not any(c.id == col_id for c in obj.columns):
+            obj.columns.append(_RawColumn(id=col_id, name=col, spans=[], system=col == PSEUDO_ROWS))
+        return obj, col, col_id
+
+    for i, edge in enumerate(edges, start=1):
+        if not isinstance(edge, dict):
+            continue
+        etype = str(edge.get("type", "data_flow")).lower()
+        src_obj, src_col, src_id = endpoint(str(edge.get("sourceId")))
+        tgt_obj, tgt_col, tgt_id = endpoint(str(edge.get("targetId")))
+        if etype == "has":
+            continue  # structure: the endpoint() calls declared the column
+        attrs = {"id": _str(edge.get("id")) or f"v2-{i}", "type": etype}
+        if isinstance(edge.get("effectType"), str):
+            attrs["effectType"] = edge["effectType"]
+        codes = [
+            t["code"].strip()
+            for t in edge.get("transforms") or ()
+            if isinstance(t, dict) and isinstance(t.get("code"), str) and t["code"].strip()
+        ]
+        ext = {"v2": "1"}
+        if etype in _FLOWS:
+            ext["flow"] = etype
+        process_ids = [str(p) for p in edge.get("processIds") or ()] or [""]
+        for pid in process_ids:
+            rel_attrs = dict(attrs)
+            if pid:
+                rel_attrs["processId"] = pid
+            doc.relations.append(
+                _RawRelation(
+                    id=attrs["id"],
+                    type=etype,
+                    attrs=rel_attrs,
+                    target=_RawEnd(
+                        id=tgt_id,
+                        column=tgt_col,
+                        parent_id=tgt_obj.id,
+                        parent_name=tgt_obj.attrs.get("name"),
+                        parent_alias=None,
+                        spans=[],
+                    ),
+                    sources=[
+                        _RawEnd(
+                            id=src_id,
+                            column=src_col,
+                            parent_id=src_obj.id,
+                            parent_name=src_obj.attrs.get("name"),
+                            parent_alias=None,
+                            spans=_parse_coordinates(edge.get("sqlCoordinates")),
+                            transforms=codes,
+                        )
+                    ],
+                    ext=ext,
+                )
+            )
+        dropped = sorted(
+            k for k in ("condition", "statementKey", "observations", "confidence", "metadata") if k in edge
+        )
+        if dropped:
+            doc.warnings.append(f"v2 relationship {attrs['id']!r}: {', '.join(dropped)} not represented")
+    return doc
+
+
+def _v2_object_tag(name: str, qualified_name: str, temporary: bool) -> str:
+    low = qualified_name.lower()
+    if ".variable." in f".{low}" or name.startswith("@"):
+        return "variable"
+    if name.upper().startswith("SQL_CONSTANTS") or ".resultset.const" in low:
+        return "constanttable"
+    if temporary or ".resultset." in low:
+        return "resultset"
+    return "table"
+
+
+def _v2_table_name(qualified_name: str, name: str) -> str:
+    """``server.database.schema.table`` without SQLFlow's default container names."""
+    parts = split_qualified(qualified_name)
+    if len(parts) >= 4:
+        parts = parts[-3:]
+    kept = [
+        p for p in parts[:-1] if p.lower() not in _DEFAULT_CONTAINERS and not p.lower().startswith("default_")
+    ]
+    return ".".join([*kept, parts[-1]]) if parts[-1] else name
+
+
+def _str(value: Any) -> str | None:
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def _json_ext(obj: dict[str, Any]) -> dict[str, str]:
+    ext = obj.get(AB_JSON_KEY)
+    if not isinstance(ext, dict):
+        return {}
+    return {str(k): str(v) for k, v in ext.items() if v is not None}
+
+
+def _json_scalars(obj: dict[str, Any]) -> dict[str, str]:
+    return {k: s for k, v in obj.items() if not isinstance(v, (dict, list)) and (s := _str(v)) is not None}
+
+
+def _json_spans(obj: dict[str, Any]) -> list[_RawSpan]:
+    return _parse_coordinates(obj.get("coordinates", obj.get("coordinate")))
+
+
+def _read_json_tree(dbobjs: dict[str, Any], doc: _RawDoc) -> None:
+    for server in dbobjs.get("servers") or ():
+        if not isinstance(server, dict):
+            continue
+        supports_catalogs = server.get("supportsCatalogs", True) is not False
+        supports_schemas = server.get("supportsSchemas", True) is not False
+        server_name = _str(server.get("name")) or ""
+        _read_json_container(server, {"server": server_name}, doc)
+        for db in server.get("databases") or ():
+            if not isinstance(db, dict):
+                continue
+            db_name = _container_name(db.get("name"))
+            # Without schemas, SQLFlow's database is what sqlglot calls the db.
+            db_ctx = {"server": server_name}
+            if supports_schemas:
+                db_ctx["database"] = db_name
+            else:
+                db_ctx["schema"] = db_name
+            _read_json_container(db, db_ctx, doc)
+            for schema in db.get("schemas") or ():
+                if isinstance(schema, dict):
+                    ctx = {**db_ctx, "schema": _container_name(schema.get("name"))}
+                    _read_json_container(schema, ctx, doc)
+        if not supports_catalogs:
+            for schema in server.get("schemas") or ():
+                if isinstance(schema, dict):
+                    ctx = {"server": server_name, "schema": _container_name(schema.get("name"))}
+                    _read_json_container(schema, ctx, doc)
+
+
+def _container_name(value: Any) -> str:
+    name = unquote(_str(value) or "")
+    return "" if name.lower() in _DEFAULT_CONTAINERS else name
+
+
+def _read_json_container(node: dict[str, Any], ctx: dict[str, str], doc: _RawDoc) -> None:
+    for key in ("tables", "views", "others"):
+        for obj in node.get(key) or ():
+            if isinstance(obj, dict):
+                default_type = {"tables": "table", "views": "view"}.get(key, "resultset")
+                _read_json_dbobj(obj, ctx, doc, default_type=default_type)
+    for p in node.get("processes") or ():
+        if isinstance(p, dict):
+            doc.processes.append(_json_process(p))
+    for key in ("procedures", "functions", "triggers"):
+        for p in node.get(key) or ():
+            if isinstance(p, dict):
+                doc.procedures.append(_json_procedure(p, ctx, default_type=key[:-1]))
+    for pkg in node.get("packages") or ():
+        if isinstance(pkg, dict):
+            package = _str(pkg.get("name")) or ""
+            doc.warnings.append(
+                f"package {package or pkg.get('id', '?')!r} is not represented (its procedures are)"
+            )
+            for p in pkg.get("procedures") or ():
+                if isinstance(p, dict):
+                    proc = _json_procedure(p, ctx, default_type="procedure")
+                    proc.attrs["package"] = package
+                    doc.procedures.append(proc)
+
+
+def _read_json_dbobj(
+    obj: dict[str, Any], ctx: dict[str, str], doc: _RawDoc, default_type: str = "table"
+) -> None:
+    otype = (_str(obj.get("type")) or default_type).strip()
+    low = otype.lower()
+    if low == "process":
+        doc.processes.append(_json_process(obj))
+        return
+    if "arguments" in obj or low in ("procedure", "trigger", "macro", "createprocedure"):
+        doc.procedures.append(_json_procedure(obj, ctx, default_type="procedure"))
+        return
+    attrs = _json_scalars(obj)
+    for key in ("database", "schema"):
+        if key in ctx and ctx[key] and not attrs.get(key):
+            attrs[key] = ctx[key]
+    if isinstance(obj.get("processIds"), list):
+        attrs["processIds"] = " ".join(str(p) for p in obj["processIds"])
+    if low in _KINDS:
+        tag = low
+    else:  # every resultset type (select_list, insert-select, function, with_cte...) sits in dbobjs as such
+        tag = "resultset"
+        attrs["type"] = otype
+    raw = _RawObject(
+        id=_str(obj.get("id")) or "",
+        tag=tag,
+        attrs=attrs,
+        spans=_json_spans(obj),
+        ext=_json_ext(obj),
+    )
+    for col in obj.get("columns") or ():
+        if isinstance(col, dict):
+            raw.columns.append(
+                _RawColumn(
+                    id=_str(col.get("id")) or "",
+                    name=_str(col.get("name")) or "",
+                    spans=_json_spans(col),
+                    system=str(col.get("source", "")).lower() == "system",
+                    data_type=_str(col.get("dataType", col.get("datatype"))),
+                    ext=_json_ext(col),
+                )
+            )
+    doc.objects.append(raw)
+
+
+def _json_process(obj: dict[str, Any]) -> _RawProcess:
+    attrs = _json_scalars(obj)
+    if attrs.get("type", "").lower() == "process":  # J1: a dbobj of type process; the kind is elsewhere
+        attrs.pop("type")
+        if attrs.get("processType"):
+            attrs["type"] = attrs["processType"]
+    return _RawProcess(id=attrs.get("id", ""), attrs=attrs, spans=_json_spans(obj), ext=_json_ext(obj))
+
+
+def _json_procedure(obj: dict[str, Any], ctx: dict[str, str], default_type: str) -> _RawProcedure:
+    attrs = _json_scalars(obj)
+    attrs.setdefault("type", default_type)
+    for key in ("database", "schema"):
+        if key in ctx and ctx[key] and not attrs.get(key):
+            attrs[key] = ctx[key]
+    proc = _RawProcedure(id=attrs.get("id", ""), attrs=attrs, spans=_json_spans(obj), ext=_json_ext(obj))
+    for arg in obj.get("arguments") or ():
+        if isinstance(arg, dict):
+            proc.arguments.append(
+                _RawArgument(
+                    name=_str(arg.get("name")) or "",
+                    data_type=_str(arg.get("datatype", arg.get("dataType"))),
+                    mode=_str(arg.get("inout")),
+                    spans=_json_spans(arg),
+                )
+            )
+    return proc
+
+
+def _read_json_relation(rel: dict[str, Any], doc: _RawDoc) -> None:
+    attrs = _json_scalars(rel)
+    target_obj = rel.get("target", rel.get("caller"))
+    target = _json_end(target_obj, "targetId") if isinstance(target_obj, dict) else None
+    raw_sources = rel.get("sources", rel.get("source", rel.get("callees")))
+    if isinstance(raw_sources, dict):
+        raw_sources = [raw_sources]
+    sources = [_json_end(s, "sourceId") for s in raw_sources or () if isinstance(s, dict)]
+    doc.relations.append(
+        _RawRelation(
+            id=attrs.get("id", ""),
+            type=attrs.get("type", "fdd"),
+            attrs=attrs,
+            target=target,
+            sources=sources,
+            ext=_json_ext(rel),
+        )
+    )
+
+
+def _json_end(obj: dict[str, Any], object_key: str) -> _RawEnd:
+    transforms: list[str] = []
+    for tr in obj.get("transforms") or ():
+        if isinstance(tr, dict) and isinstance(tr.get("code"), str) and tr["code"].strip():
+            transforms.append(tr["code"].strip())
+    parent_id = _str(obj.get("parentId", obj.get("parent_id")))
+    object_id = _str(obj.get(object_key, obj.get(object_key.replace("Id", "_id"))))
+    if parent_id is None and object_id is None and obj.get("column") is None:
+        object_id = _str(obj.get("id"))  # table-level JSON: target {id} names the object itself
+    return _RawEnd(
+        id=_str(obj.get("id")),
+        column=_str(obj.get("column", obj.get("name"))),
+        parent_id=parent_id,
+        parent_name=_str(obj.get("parentName", obj.get("parent_name"))),
+        parent_alias=_str(obj.get("parentAlias", obj.get("parent_alias"))),
+        spans=_json_spans(obj),
+        system=str(obj.get("source", "")).lower() == "system",
+        clause_type=_str(obj.get("clauseType")),
+        object_id=object_id,
+        transforms=transforms,
+        function=_str(obj.get("function")),
+    )
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Building the model
+
+
+def split_qualified(name: str) -> list[str]:
+    """Split ``a.b.c`` into parts, keeping dots inside ``"..."``, ``[...]`` or ```...``` quoting.
+
+    >>> split_qualified('[SalesLT].[Product]')
+    ['[SalesLT]', '[Product]']
+    >>> split_qualified('c..t')
+    ['c', '', 't']
+    """
+    parts: list[str] = []
+    buf: list[str] = []
+    closing = {'"': '"', "[": "]", "`": "`"}
+    quote: str | None = None
+    for ch in name:
+        if quote is not None:
+            buf.append(ch)
+            if ch == quote:
+                quote = None
+        elif ch in closing and not "".join(buf).strip():
+            quote = closing[ch]
+            buf.append(ch)
+        elif ch == ".":
+            parts.append("".join(buf))
+            buf = []
+        else:
+            buf.append(ch)
+    parts.append("".join(buf))
+    return parts
+
+
+def qualify(name: str, schema: str | None, database: str | None) -> tuple[str, str | None, str | None]:
+    """(name, db, catalog) from a SQLFlow name that may be qualified, and its schema/database attributes.
+
+    >>> qualify("scott.emp", "scott", None)
+    ('emp', 'scott', None)
+    >>> qualify("WarehouseReporting.dbo.fnListToTable", "dbo", "WarehouseReporting")
+    ('fnListToTable', 'dbo', 'WarehouseReporting')
+    >>> qualify("a.b", None, "a")
+    ('b', 'a', None)
+    """
+    parts = [unquote(p) for p in split_qualified(name)]
+    schema = unquote(schema) if schema else None
+    database = unquote(database) if database else None
+    obj = parts[-1]
+    db: str | None
+    catalog: str | None
+    if len(parts) >= 3:
+        catalog, db = parts[-3], parts[-2]
+    elif len(parts) == 2:
+        db = parts[0]
+        catalog = database if database and (schema or database.lower() != db.lower()) else None
+    elif schema:
+        db, catalog = schema, database
+    else:
+        db, catalog = database, None
+    return obj, db or None, catalog or None
+
+
+def normalise_process_type(value: str | None, name: str | None = None) -> str:
+    """snake_case statement kind from SQLFlow's ``sst*`` enum, its human text, or the process name.
+
+    >>> normalise_process_type("sstcreateview"), normalise_process_type("Create View")
+    ('create_view', 'create_view')
+    >>> normalise_process_type(None, "QUERY INSERT-1")
+    'insert'
+    """
+    text = (value or "").strip()
+    if not text and name:
+        text = re.sub(r"-\d+$", "", re.sub(r"^query\s+", "", name.strip(), flags=re.IGNORECASE))
+    snake = re.sub(r"[^0-9A-Za-z]+", "_", text).strip("_").lower()
+    if snake in _PROCESS_TYPES:
+        return _PROCESS_TYPES[snake]
+    if snake.startswith("sst") and len(snake) > 3:
+        return snake[3:]
+    return snake or "unknown"
+
+
+def is_pseudo_rows(name: str) -> bool:
+    """Whether a column name is SQLFlow's row-set pseudo column (``PseudoRows`` or ``RelationRows``)."""
+    return name.strip().lower() in _PSEUDO_NAMES
+
+
+class _Builder:
+    def __init__(self, doc: _RawDoc, file: str | None, scope: str) -> None:
+        self.doc = doc
+        self.file = file
+        self.scope = scope
+        self.problems: list[Problem] = []
+        self.objects: dict[str, _RawObject] = {}
+        self.process_ids: dict[str, str] = {}  # raw id -> model id
+        self.process_spans: dict[str, list[_RawSpan]] = {}
+        self.process_types: dict[str, str] = {}
+        self.upstream: dict[str, set[str]] = defaultdict(set)  # raw object id -> processes writing into it
+        self.dataset_ids: dict[str, str] = {}  # raw object id -> model id
+        self.kinds: dict[str, DatasetKind] = {}
+        self.columns: dict[str, dict[str, Column]] = defaultdict(dict)  # model dataset id -> name -> column
+        self.column_by_id: dict[tuple[str, str], str] = {}  # (raw object id, raw column id) -> column name
+        self.global_columns: dict[str, tuple[str, str]] = {}  # raw column id -> (raw object id, name)
+        self.datasets: dict[str, dict[str, Any]] = {}  # model id -> Dataset kwargs (without columns)
+        self.relations: list[Relation] = []
+
+    def warn(self, message: str, span: _RawSpan | None = None) -> None:
+        self.problems.append(
+            Problem(
+                message=message,
+                severity=Severity.WARNING,
+                kind="sqlflow",
+                file=self.file,
+                line=span.line if span else None,
+                column=span.column if span else None,
+            )
+        )
+
+    # -- processes -------------------------------------------------------------------------------------
+    def processes(self) -> list[Process]:
+        out: list[Process] = []
+        taken: dict[str, int] = {}
+        declared = {p.id for p in self.doc.processes}
+        for rel in self.doc.relations:
+            pid = rel.attrs.get("processId")
+            if pid and pid not in declared:
+                declared.add(pid)
+                ptype = normalise_process_type(rel.attrs.get("processType") or "unknown")
+                name = "Query " + ptype.replace("_", " ").title() if ptype != "unknown" else pid
+                attrs = {"id": pid, "name": name, "type": ptype}
+                self.doc.processes.append(_RawProcess(id=pid, attrs=attrs, spans=[], ext={}))
+                if not rel.ext.get("v2"):
+                    self.warn(
+                        f"relation {rel.id!r} names process {pid!r} that the document does not declare; "
+                        "rebuilt from the relation"
+                    )
+        for raw in self.doc.processes:
+            if not raw.id:
+                self.warn(f"process without id ({raw.attrs.get('name', '?')!r}) skipped")
+                continue
+            name = raw.attrs.get("name") or f"Process {raw.id}"
+            qhash = (
+                raw.attrs.get("queryHashId")
+                or hashlib.sha256(
+                    "\x00".join((self.scope, raw.id, name, raw.attrs.get("coordinate", ""))).encode()
+                ).hexdigest()
+            )
+            pid = raw.ext.get("id")
+            if not pid:
+                pid = f"process:{qhash[:16]}"
+                taken[pid] = taken.get(pid, 0) + 1
+                if taken[pid] > 1:
+                    pid = f"{pid}#{taken[pid]}"
+            procedure = raw.attrs.get("procedureName")
+            if procedure and procedure.lower() == "batchqueries":
+                procedure = None
+            index = raw.ext.get("statementIndex")
+            out.append(
+                Process(
+                    id=pid,
+                    type=raw.ext.get("type") or normalise_process_type(raw.attrs.get("type"), name),
+                    name=name,
+                    query_hash=qhash,
+                    statement_index=int(index) if index and index.isdigit() else None,
+                    sql=raw.ext.get("sql"),
+                    span=raw.spans[0].span() if raw.spans else None,
+                    procedure=procedure,
+                    source_file=raw.ext.get("sourceFile"),
+                )
+            )
+            self.process_ids[raw.id] = pid
+            self.process_spans[raw.id] = raw.spans
+            self.process_types[raw.id] = out[-1].type
+        return out
+
+    # -- procedures ------------------------------------------------------------------------------------
+    def procedures(self) -> list[Procedure]:
+        out: list[Procedure] = []
+        for raw in self.doc.procedures:
+            raw_name = raw.attrs.get("name", raw.id)
+            package = unquote(raw.attrs.get("package", ""))
+            if package:  # the package is part of the procedure's own name, not its db
+                parts = split_qualified(raw_name)
+                kept = [p for p in parts[:-1] if unquote(p).lower() != package.lower()]
+                raw_name = ".".join([*kept, parts[-1]])
+            name, db, catalog = qualify(raw_name, raw.attrs.get("schema"), raw.attrs.get("database"))
+            if package:
+                name = f"{package}.{name}"
+            ptype = (raw.attrs.get("type") or "procedure").lower()
+            if ptype == "createprocedure":
+                ptype = "procedure"
+            pid = raw.ext.get("id") or "procedure:" + ".".join(p for p in (catalog, db, name) if p).lower()
+            out.append(
+                Procedure(
+                    id=pid,
+                    name=name,
+                    type=ptype,
+                    db=db,
+                    catalog=catalog,
+                    arguments=tuple(
+                        Argument(
+                            name=a.name,
+                            data_type=a.data_type,
+                            mode=a.mode,
+                            span=a.spans[0].span() if a.spans else None,
+                        )
+                        for a in raw.arguments
+                    ),
+                    span=raw.spans[0].span() if raw.spans else None,
+                )
+            )
+        return out
+
+    # -- datasets --------------------------------------------------------------------------------------
+    def collect_objects(self) -> None:
+        for obj in self.doc.objects:
+            if not obj.id:
+                self.warn(f"<{obj.tag}> {obj.attrs.get('name', '?')!r} without id skipped")
+                continue
+            if obj.id in self.objects:
+                self.warn(f"object id {obj.id!r} declared twice; the first declaration is used")
+                continue
+            self.objects[obj.id] = obj
+        # Objects relations name but the document does not declare (fragments copied out of docs).
+        for rel in self.doc.relations:
+            for end in (rel.target, *rel.sources):
+                if end is None or end.parent_id is None or end.parent_id in self.objects:
+                    continue
+                if end.parent_id in self.process_ids:
+                    continue
+                name = end.parent_name or end.parent_id
+                tag = "resultset" if _RESULTSET_NAME.match(unquote(name)) else "table"
+                attrs = {"name": name}
+                if end is rel.target and rel.attrs.get("effectType", "").lower() == "function":
+                    tag, attrs["type"] = "resultset", "function"  # the function node a value passes through
+                if end.parent_alias:
+                    attrs["alias"] = end.parent_alias
+                self.objects[end.parent_id] = _RawObject(
+                    id=end.parent_id, tag=tag, attrs=attrs, spans=[], declared=False
+                )
+                if not rel.ext.get("v2"):
+                    self.warn(
+                        f"relation {rel.id!r} names object {end.parent_id!r} ({name}) that the document does "
+                        f"not declare; rebuilt as a {tag} from the relation"
+                    )
+
+    def _kind(self, obj: _RawObject) -> DatasetKind:
+        kind = _KINDS.get(obj.tag)
+        if obj.ext.get("kind"):
+            try:
+                return DatasetKind(obj.ext["kind"])
+            except ValueError:
+                self.warn(f"unknown dataset kind {obj.ext['kind']!r} on object {obj.id!r}")
+        if kind is None:
+            return DatasetKind.RESULTSET
+        if kind is DatasetKind.TABLE:
+            t = obj.attrs.get("type", "").lower()
+            if t in ("pseudotable", "constanttable"):
+                return _KINDS[t]
+        return kind
+
+    def _scope_of(self, obj: _RawObject, downstream: dict[str, set[str]]) -> str:
+        if obj.spans:
+            first = obj.spans[0]
+            enclosing = [
+                pid for pid, spans in self.process_spans.items() if any(s.encloses(first) for s in spans)
+            ]
+            if len(enclosing) == 1:
+                return self.process_ids[enclosing[0]]
+        writers = self.upstream.get(obj.id, set())
+        if len(writers) == 1:
+            return self.process_ids[next(iter(writers))]
+        candidates = downstream.get(obj.id, set())
+        if len(candidates) == 1:
+            return self.process_ids[next(iter(candidates))]
+        return self.scope
+
+    def _downstream_processes(self) -> dict[str, set[str]]:
+        """Per statement-local object: the processes its data reaches before the next permanent object."""
+        edges: dict[str, set[tuple[str, str | None]]] = defaultdict(set)
+        for rel in self.doc.relations:
+            if rel.target is None or rel.target.parent_id is None:
+                continue
+            pid = rel.attrs.get("processId")
+            if pid in self.process_ids:
+                self.upstream[rel.target.parent_id].add(pid)
+            for src in rel.sources:
+                if src.parent_id is not None:
+                    edges[src.parent_id].add((rel.target.parent_id, pid if pid in self.process_ids else None))
+        result: dict[str, set[str]] = {}
+        for oid, obj in self.objects.items():
+            if self._kind(obj) not in _STATEMENT_LOCAL:
+                continue
+            found: set[str] = set()
+            seen = {oid}
+            stack = [oid]
+            while stack:
+                cur = stack.pop()
+                for nxt, pid in edges.get(cur, ()):
+                    if pid:
+                        found.add(pid)
+                    nobj = self.objects.get(nxt)
+                    if nobj is None:
+                        continue
+                    if self._kind(nobj) in _STATEMENT_LOCAL:
+                        if nxt not in seen:
+                            seen.add(nxt)
+                            stack.append(nxt)
+                    else:
+                        pids = [p for p in nobj.attrs.get("processIds", "").split() if p in self.process_ids]
+                        if len(pids) == 1:
+                            found.add(pids[0])
+            result[oid] = found
+        return result
+
+    def datasets_from_objects(self) -> None:
+        downstream = self._downstream_processes()
+        for oid, obj in self.objects.items():
+            kind = self._kind(obj)
+            self.kinds[oid] = kind
+            raw_name = obj.attrs.get("name") or obj.attrs.get("displayName") or obj.attrs.get("uri") or oid
+            uri = unquote(obj.attrs["uri"]) if obj.attrs.get("uri") else None
+            db: str | None = None
+            catalog: str | None = None
+            if kind is DatasetKind.PATH:
+                name = unquote(raw_name)
+                uri = uri or name
+            elif kind in (DatasetKind.RESULTSET, DatasetKind.VARIABLE, DatasetKind.CONSTANT_TABLE):
+                name = unquote(raw_name)
+            else:
+                # J2: unqualified name + qualified displayName; prefer the latter when it ends in the former.
+                display = obj.attrs.get("displayName", "")
+                qualified = (
+                    display
+                    if len(split_qualified(display)) > 1 and split_qualified(display)[-1] == raw_name
+                    else raw_name
+                )
+                name, db, catalog = qualify(qualified, obj.attrs.get("schema"), obj.attrs.get("database"))
+            name = obj.ext.get("name", name)
+            db = obj.ext["db"] or None if "db" in obj.ext else db
+            catalog = obj.ext["catalog"] or None if "catalog" in obj.ext else catalog
+            if kind is DatasetKind.RESULTSET:
+                sub_type = obj.attrs.get("type")
+                if sub_type and sub_type.lower() == "resultset":
+                    sub_type = None
+            else:
+                sub_type = obj.attrs.get("subType") or obj.attrs.get("tableType")
+            scope = self._scope_of(obj, downstream) if kind in _STATEMENT_LOCAL else None
+            ds_id = obj.ext.get("id") or dataset_id(
+                kind, uri if kind is DatasetKind.PATH and uri else name, db, catalog, scope=scope
+            )
+            process_ids: list[str] = []
+            for token in obj.attrs.get("processIds", "").split():
+                if token in self.process_ids:
+                    process_ids.append(self.process_ids[token])
+                else:
+                    self.warn(f"object {oid!r} ({raw_name}) names unknown process {token!r} in processIds")
+            self.dataset_ids[oid] = ds_id
+            kwargs: dict[str, Any] = {
+                "id": ds_id,
+                "kind": kind,
+                "name": name,
+                "db": db,
+                "catalog": catalog,
+                "sub_type": sub_type or None,
+                "uri": uri,
+                "alias": obj.attrs.get("alias") or None,
+                "file_format": obj.attrs.get("fileFormat") or None,
+                "process_ids": tuple(process_ids),
+                "spans": tuple(s.span() for s in obj.spans),
+            }
+            old = self.datasets.get(ds_id)
+            if old is not None:
+                kwargs["process_ids"] = old["process_ids"] + kwargs["process_ids"]
+                kwargs["spans"] = old["spans"] + kwargs["spans"]
+                for key in ("db", "catalog", "sub_type", "uri", "alias", "file_format"):
+                    kwargs[key] = old[key] if old[key] is not None else kwargs[key]
+                kwargs["kind"] = old["kind"]
+            self.datasets[ds_id] = kwargs
+            for col in obj.columns:
+                self._add_column(oid, col.id, col.name, col.system, col.spans, col.data_type, col.ext)
+
+    def _column_name(self, oid: str, raw_name: str, system: bool) -> tuple[str, bool]:
+        if is_pseudo_rows(raw_name):
+            return PSEUDO_ROWS, True
+        if self.kinds.get(oid) is DatasetKind.CONSTANT_TABLE:
+            return raw_name, system  # literal text: its quotes are the value
+        return unquote(raw_name), system
+
+    def _add_column(
+        self,
+        oid: str,
+        col_id: str | None,
+        raw_name: str,
+        system: bool,
+        spans: list[_RawSpan],
+        data_type: str | None,
+        ext: dict[str, str],
+    ) -> str:
+        if "name" in ext:
+            name = ext["name"]
+        else:
+            name, system = self._column_name(oid, raw_name, system)
+        ds_id = self.dataset_ids[oid]
+        cols = self.columns[ds_id]
+        col = Column(
+            name=name,
+            system=system,
+            data_type=data_type or None,
+            expression=ext.get("expression"),
+            spans=tuple(s.span() for s in spans),
+        )
+        old = cols.get(name)
+        if old is None:
+            cols[name] = col
+        else:
+            cols[name] = old.model_copy(
+                update={
+                    "spans": old.spans + col.spans,
+                    "system": old.system or col.system,
+                    "data_type": old.data_type or col.data_type,
+                    "expression": old.expression or col.expression,
+                }
+            )
+        if col_id:
+            self.column_by_id[(oid, col_id)] = name
+            self.global_columns.setdefault(col_id, (oid, name))
+        return name
+
+    # -- relations -------------------------------------------------------------------------------------
+    def _resolve(self, end: _RawEnd, rel: _RawRelation) -> ColumnRef | None:
+        oid = end.parent_id
+        if oid is None or oid not in self.dataset_ids:
+            self.warn(
+                f"relation {rel.id!r}: endpoint {end.id!r} ({end.parent_name}.{end.column}) names no known "
+                "object; edge dropped",
+                end.spans[0] if end.spans else None,
+            )
+            return None
+        name = self.column_by_id.get((oid, end.id)) if end.id else None
+        if (
+            name is None
+            and end.id
+            and end.id in self.global_columns
+            and self.global_columns[end.id][0] == oid
+        ):
+            name = self.global_columns[end.id][1]
+        if name is None:
+            raw_name = end.column or end.id or "?"
+            if self.objects[oid].declared:
+                self.warn(
+                    f"relation {rel.id!r}: column {end.id!r} ({raw_name}) is not declared in object "
+                    f"{oid!r}; added",
+                    end.spans[0] if end.spans else None,
+                )
+            name = self._add_column(oid, end.id, raw_name, end.system, [], None, {})
+        return ColumnRef(dataset_id=self.dataset_ids[oid], column=name)
+
+    def relations_from_raw(self) -> None:
+        table_edges: list[
+            tuple[_RawRelation, str, str]
+        ] = []  # (relation, source object id, target object id)
+        for rel in self.doc.relations:
+            mapped = _RELATION_TYPES.get(rel.type.strip().lower())
+            if mapped is None:
+                self.warn(f"relation {rel.id!r} has unknown type {rel.type!r}; skipped")
+                continue
+            if rel.target is None or not rel.sources:
+                self.warn(f"relation {rel.id!r} lacks a target or sources; skipped")
+                continue
+            if rel.target.parent_id is None and rel.target.object_id is not None:
+                for src in rel.sources:
+                    sid = src.object_id if src.parent_id is None else None
+                    if sid is None:
+                        self.warn(f"relation {rel.id!r} mixes table-level and column-level ends; skipped")
+                        continue
+                    table_edges.append((rel, sid, rel.target.object_id))
+                continue
+            target = self._resolve(rel.target, rel)
+            if target is None:
+                continue
+            for src in rel.sources:
+                if src.parent_id is None and src.object_id is not None:
+                    self.warn(f"relation {rel.id!r} mixes table-level and column-level ends; skipped")
+                    continue
+                source = self._resolve(src, rel)
+                if source is None:
+                    continue
+                self.relations.append(self._relation(rel, mapped, source, target, src))
+        if table_edges:
+            self._table_level(table_edges)
+
+    def _relation(
+        self,
+        rel: _RawRelation,
+        mapped: tuple[RelationType, ClauseType | None],
+        source: ColumnRef,
+        target: ColumnRef,
+        src: _RawEnd,
+    ) -> Relation:
+        rtype, clause = mapped
+        if src.clause_type:
+            key = re.sub(r"[\s_-]+", "", src.clause_type).lower()
+            if key in _CLAUSE_TYPES:
+                clause = _CLAUSE_TYPES[key]
+            else:
+                self.warn(f"relation {rel.id!r}: unknown clauseType {src.clause_type!r} not kept")
+        flow = _FLOWS.get(rel.ext.get("flow", ""))
+        effect = _EFFECTS.get(rel.ext.get("effect", rel.attrs.get("effect", "")))
+        effect_type = rel.attrs.get("effectType") or None
+        if effect_type in _EFFECTS:  # a v2 copy strength, not a v1 statement kind
+            effect, effect_type = _EFFECTS[effect_type], None
+        pid_raw = rel.attrs.get("processId")
+        process_id = None
+        if "process" in rel.ext:  # written by us: exactly this process, or explicitly none
+            process_id = rel.ext["process"] or None
+            if process_id is not None and process_id not in self.process_ids.values():
+                self.warn(f"relation {rel.id!r} names unknown process {process_id!r}")
+                process_id = None
+        elif pid_raw:
+            process_id = self.process_ids.get(pid_raw)
+            if process_id is None:
+                self.warn(f"relation {rel.id!r} names unknown process {pid_raw!r}")
+        elif rel.target is not None and rel.target.parent_id is not None:
+            process_id = self._writing_process(rel.target.parent_id, effect_type)
+        return Relation(
+            type=rtype,
+            source=source,
+            target=target,
+            effect_type=effect_type,
+            clause_type=clause,
+            process_id=process_id,
+            flow=flow,
+            effect=effect,
+            transform=src.transforms[-1] if src.transforms else None,
+            function=rel.attrs.get("function") or src.function or None,
+            span=src.spans[0].span() if src.spans else None,
+        )
+
+    def _writing_process(self, oid: str, effect_type: str | None) -> str | None:
+        """The process that wrote an edge without ``processId``: the target's only writer, or the one of its
+        writers whose statement kind is the edge's ``effectType`` (SQLFlow's own table-level rule)."""
+        obj = self.objects.get(oid)
+        if obj is None:
+            return None
+        writers = [t for t in obj.attrs.get("processIds", "").split() if t in self.process_ids]
+        if not writers:  # no processIds: the processes other edges into the object name
+            writers = sorted(self.upstream.get(oid, ()))
+        if len(writers) > 1 and effect_type:
+            kind = normalise_process_type(effect_type)
+            writers = [t for t in writers if self.process_types.get(t) == kind]
+        return self.process_ids[writers[0]] if len(writers) == 1 else None
+
+    def _table_level(self, edges: list[tuple[_RawRelation, str, str]]) -> None:
+        """object -> process -> object edges become PseudoRows edges from each source to each target."""
+        into: dict[str, dict[str, RelationType]] = defaultdict(dict)  # process raw id -> source obj -> type
+        out_of: dict[str, dict[str, RelationType]] = defaultdict(dict)  # process raw id -> target obj -> type
+        direct: list[tuple[str, str, RelationType]] = []
+        for rel, sid, tid in edges:
+            rtype = _RELATION_TYPES[rel.type.strip().lower()][0]
+            s_proc, t_proc = sid in self.process_ids, tid in self.process_ids
+            if (not s_proc and sid not in self.dataset_ids) or (not t_proc and tid not in self.dataset_ids):
+                self.warn(f"table-level relation {rel.id!r} names unknown object {sid!r} or {tid!r}; skipped")
+                continue
+            if t_proc and not s_proc:
+                into[tid][sid] = _stronger(into[tid].get(sid), rtype)
+            elif s_proc and not t_proc:
+                out_of[sid][tid] = _stronger(out_of[sid].get(tid), rtype)
+            elif not s_proc and not t_proc:
+                direct.append((sid, tid, rtype))
+            else:
+                self.warn(f"table-level relation {rel.id!r} joins two processes; not represented")
+        for oid, obj in self.objects.items():
+            for token in obj.attrs.get("processIds", "").split():
+                if token in self.process_ids and token in into:
+                    out_of[token].setdefault(oid, RelationType.FDD)
+        for pid in sorted(set(into) | set(out_of)):
+            if not into.get(pid) or not out_of.get(pid):
+                self.warn(f"process {pid!r} has table-level edges on one side only; those edges are dropped")
+                continue
+            for sid, s_type in into[pid].items():
+                for tid, t_type in out_of[pid].items():
+                    self._pseudo_edge(sid, tid, _weaker(s_type, t_type), self.process_ids[pid])
+        for sid, tid, rtype in direct:
+            self._pseudo_edge(sid, tid, rtype, None)
+
+    def _pseudo_edge(self, sid: str, tid: str, rtype: RelationType, process_id: str | None) -> None:
+        source = self._add_column(sid, None, PSEUDO_ROWS, True, [], None, {})
+        target = self._add_column(tid, None, PSEUDO_ROWS, True, [], None, {})
+        self.relations.append(
+            Relation(
+                type=rtype,
+                source=ColumnRef(dataset_id=self.dataset_ids[sid], column=source),
+                target=ColumnRef(dataset_id=self.dataset_ids[tid], column=target),
+                process_id=process_id,
+            )
+        )
+
+    # -- errors ----------------------------------------------------------------------------------------
+    def errors(self) -> None:
+        for err in self.doc.errors:
+            etype = err.type or "error"
+            severity = (
+                Severity.ERROR
+                if etype.lower() in ("syntaxerror", "analyzeerror", "error")
+                else Severity.WARNING
+            )
+            span = err.spans[0] if err.spans else None
+            # The position is in the SQL SQLFlow analysed, not in this file: it goes into the message.
+            where = f" (SQL line {span.line}, column {span.column})" if span else ""
+            self.problems.append(
+                Problem(
+                    message=f"SQLFlow {etype}{where}: {err.message}",
+                    severity=severity,
+                    kind="sqlflow",
+                    file=self.file,
+                )
+            )
+
+    def build(self) -> ExtractionResult:
+        for message in self.doc.warnings:
+            self.warn(message)
+        processes = self.processes()
+        procedures = self.procedures()
+        self.collect_objects()
+        self.datasets_from_objects()
+        self.relations_from_raw()
+        self.errors()
+        datasets = [
+            Dataset(**kwargs, columns=tuple(self.columns.get(ds_id, {}).values()))
+            for ds_id, kwargs in self.datasets.items()
+        ]
+        try:
+            lineage = Lineage(
+                datasets=tuple(datasets),
+                processes=tuple(processes),
+                relations=tuple(self.relations),
+                procedures=tuple(procedures),
+            )
+        except ValueError as e:
+            msg = f"SQLFlow document does not form a consistent lineage: {e}"
+            raise ExtractionError(msg, file=self.file) from e
+        logger.debug(
+            "read SQLFlow %s: %d datasets, %d processes, %d relations, %d problems",
+            self.file or "<input>",
+            len(lineage.datasets),
+            len(lineage.processes),
+            len(lineage.relations),
+            len(self.problems),
+        )
+        return ExtractionResult(lineage=lineage, problems=tuple(self.problems))
+
+
+def _stronger(old: RelationType | None, new: RelationType) -> RelationType:
+    return RelationType.FDD if RelationType.FDD in (old, new) else new
+
+
+def _weaker(a: RelationType, b: RelationType) -> RelationType:
+    if a is RelationType.FDD:
+        return b
+    return a
+
+
+def _build(doc: _RawDoc, file: str | None, scope: str) -> ExtractionResult:
+    return _Builder(doc, file, scope).build()

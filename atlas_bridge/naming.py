@@ -1,0 +1,187 @@
+"""Atlas qualifiedNames: the one place they are spelled.
+
+The rules follow the Atlas Hive hook, so our entities line up with what Hive users already see:
+
+* tables and views: ``lower(<db>.<table>)@<namespace>``; a table with no db is in ``default``; a non-default
+  catalog is kept in front (``lower(<catalog>.<db>.<table>)@<namespace>``). The namespace (Atlas's
+  ``atlas.metadata.namespace``, the hook's "cluster") is not lower-cased, as in the hook.
+* columns: ``lower(<db>.<table>.<column>)@<namespace>``, i.e. ``.<column>`` inserted before the ``@``.
+* paths: their URI, case kept (object keys are case-sensitive). Cluster-local locations (``hdfs://``,
+  ``file:``, ``viewfs://``, scheme-less paths) get ``@<namespace>`` like the hook's ``hdfs_path``;
+  object-store URIs (``s3://``, ``gs://``, ``abfs://`` ...) are global and stay bare. A path's columns are
+  ``<uri>#<column>`` (a URI fragment: dots are common in file names), before any ``@<namespace>``.
+* processes: ``<sorted qualifiedNames of the datasets it writes, comma-joined>:<first 16 hex of the query
+  hash>``. It never contains a run time, so re-running the same statement updates one entity (Atlas's
+  de-duplication key); each run is a process execution ``<process qn>:<run id>``.
+* column lineage: ``<process qn>:<target column, without @namespace>:<direct|indirect>``: one entity per
+  target column and dependency kind, so direct and indirect sources are told apart.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+
+from atlas_bridge.model import Dataset, DatasetKind, Lineage, Process
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_DB = "default"
+"""The db a table with no db is put in (the Hive hook's and Spark's default database)."""
+
+_CLUSTER_LOCAL_SCHEMES = frozenset({"hdfs", "file", "viewfs", "har", "ofs", "o3fs", "maprfs"})
+_SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*):")
+
+DEPENDENCY_DIRECT = "DIRECT"
+DEPENDENCY_INDIRECT = "INDIRECT"
+
+
+def table_qualified_name(db: str | None, name: str, namespace: str, catalog: str | None = None) -> str:
+    """``lower(db.table)@namespace``, as the Hive hook writes it.
+
+    >>> table_qualified_name("Sales", "Orders", "primary")
+    'sales.orders@primary'
+    >>> table_qualified_name(None, "t", "Prod-EU")
+    'default.t@Prod-EU'
+    >>> table_qualified_name("sales", "orders", "primary", catalog="hive")
+    'hive.sales.orders@primary'
+    """
+    parts = [p for p in (catalog, db or DEFAULT_DB, name) if p]
+    return f"{'.'.join(parts).lower()}@{namespace}"
+
+
+def column_qualified_name(table_qn: str, column: str) -> str:
+    """A table column: ``.<column>`` (lower-cased) inserted before the table's ``@namespace``.
+
+    >>> column_qualified_name("sales.orders@primary", "Amount")
+    'sales.orders.amount@primary'
+    """
+    base, at, ns = table_qn.rpartition("@")
+    if not at:
+        return f"{table_qn}.{column.lower()}"
+    return f"{base}.{column.lower()}@{ns}"
+
+
+def _is_cluster_local(uri: str) -> bool:
+    m = _SCHEME.match(uri)
+    if m is None or len(m.group(1)) == 1:  # no scheme, or a Windows drive letter
+        return True
+    return m.group(1).lower() in _CLUSTER_LOCAL_SCHEMES
+
+
+def path_qualified_name(uri: str, namespace: str) -> str:
+    """A path's URI; cluster-local locations carry ``@namespace``.
+
+    >>> path_qualified_name("hdfs://nn:8020/data/Events", "primary")
+    'hdfs://nn:8020/data/Events@primary'
+    >>> path_qualified_name("/tmp/out", "primary")
+    '/tmp/out@primary'
+    >>> path_qualified_name("s3a://bucket/Raw/events/", "primary")
+    's3a://bucket/Raw/events/'
+    """
+    uri = uri.strip()
+    return f"{uri}@{namespace}" if _is_cluster_local(uri) else uri
+
+
+def path_column_qualified_name(path_qn: str, column: str, namespace: str) -> str:
+    """A column of a path: ``<uri>#<column>``, before the ``@namespace`` when the path has one.
+
+    >>> path_column_qualified_name("s3://b/events", "User_Id", "primary")
+    's3://b/events#user_id'
+    >>> path_column_qualified_name("hdfs://nn/data@primary", "id", "primary")
+    'hdfs://nn/data#id@primary'
+    """
+    suffix = f"@{namespace}"
+    if path_qn.endswith(suffix):
+        return f"{path_qn[: -len(suffix)]}#{column.lower()}{suffix}"
+    return f"{path_qn}#{column.lower()}"
+
+
+def dataset_qualified_name(ds: Dataset, namespace: str) -> str:
+    """The qualifiedName of any dataset of the model.
+
+    Tables, views and streams are named like Hive tables; paths and stages by their location (a stage with
+    no uri is named like a table). Statement-local objects (resultsets, variables) are named after their
+    model id, which carries the process that scopes them.
+
+    >>> from atlas_bridge.model import dataset_id
+    >>> ds = Dataset(id=dataset_id(DatasetKind.TABLE, "orders", "sales"), kind=DatasetKind.TABLE,
+    ...              name="orders", db="sales")
+    >>> dataset_qualified_name(ds, "primary")
+    'sales.orders@primary'
+    """
+    if ds.kind in (DatasetKind.PATH, DatasetKind.STAGE) and (ds.uri or ds.kind is DatasetKind.PATH):
+        return path_qualified_name(ds.uri or ds.name, namespace)
+    if ds.kind in (DatasetKind.TABLE, DatasetKind.VIEW, DatasetKind.STREAM, DatasetKind.STAGE):
+        return table_qualified_name(ds.db, ds.name, namespace, ds.catalog)
+    local = ds.id.split(":", 1)[-1]
+    return f"{local}@{namespace}"
+
+
+def dataset_column_qualified_name(ds: Dataset, column: str, namespace: str) -> str:
+    """The qualifiedName of a column of any dataset (paths use ``#``, the rest the Hive rule)."""
+    ds_qn = dataset_qualified_name(ds, namespace)
+    if ds.kind in (DatasetKind.PATH, DatasetKind.STAGE) and (ds.uri or ds.kind is DatasetKind.PATH):
+        return path_column_qualified_name(ds_qn, column, namespace)
+    return column_qualified_name(ds_qn, column)
+
+
+def written_dataset_ids(process: Process, lineage: Lineage) -> tuple[str, ...]:
+    """Ids of the permanent datasets a process writes (relation targets and ``process_ids``), sorted."""
+    by_id = {d.id: d for d in lineage.datasets}
+    ids = {r.target.dataset_id for r in lineage.relations if r.process_id == process.id}
+    ids.update(d.id for d in lineage.datasets if process.id in d.process_ids)
+    return tuple(sorted(i for i in ids if i in by_id and by_id[i].kind.is_permanent))
+
+
+def process_qualified_name_from(outputs: list[str] | tuple[str, ...], query_hash: str, namespace: str) -> str:
+    """A process qn from its output qualifiedNames and query hash (no run time: the dedup key).
+
+    >>> process_qualified_name_from(["sales.orders@primary"], "3f2a9c0d1e2b3c4d5e6f", "primary")
+    'sales.orders@primary:3f2a9c0d1e2b3c4d'
+    >>> process_qualified_name_from([], "3f2a9c0d1e2b3c4d5e6f", "primary")
+    '3f2a9c0d1e2b3c4d@primary'
+    """
+    fingerprint = query_hash[:16].lower()
+    if not outputs:
+        return f"{fingerprint}@{namespace}"
+    return f"{','.join(sorted(set(outputs)))}:{fingerprint}"
+
+
+def process_qualified_name(process: Process, lineage: Lineage, namespace: str) -> str:
+    """The stable qualifiedName of a process: what it writes plus the statement's fingerprint.
+
+    >>> from atlas_bridge.model import Column, ColumnRef, Relation, dataset_id
+    >>> src = Dataset(id="table:s.a", kind=DatasetKind.TABLE, name="a", db="s", columns=[Column(name="x")])
+    >>> tgt = Dataset(id="table:s.b", kind=DatasetKind.TABLE, name="b", db="s", columns=[Column(name="x")])
+    >>> p = Process(id="process:abcd", type="insert", name="Insert into s.b", query_hash="abcd" * 16)
+    >>> rel = Relation(type="fdd", source=ColumnRef(dataset_id=src.id, column="x"),
+    ...                target=ColumnRef(dataset_id=tgt.id, column="x"), process_id=p.id)
+    >>> process_qualified_name(p, Lineage(datasets=[src, tgt], processes=[p], relations=[rel]), "primary")
+    's.b@primary:abcdabcdabcdabcd'
+    """
+    by_id = {d.id: d for d in lineage.datasets}
+    outputs = [dataset_qualified_name(by_id[i], namespace) for i in written_dataset_ids(process, lineage)]
+    return process_qualified_name_from(outputs, process.query_hash, namespace)
+
+
+def column_lineage_qualified_name(
+    process_qn: str, target_column_qn: str, dependency_type: str, namespace: str
+) -> str:
+    """One column-lineage entity per (process, target column, dependency kind).
+
+    >>> column_lineage_qualified_name("s.b@primary:abcdabcdabcdabcd", "s.b.x@primary", "INDIRECT", "primary")
+    's.b@primary:abcdabcdabcdabcd:s.b.x:indirect'
+    """
+    suffix = f"@{namespace}"
+    column = target_column_qn[: -len(suffix)] if target_column_qn.endswith(suffix) else target_column_qn
+    return f"{process_qn}:{column}:{dependency_type.lower()}"
+
+
+def process_execution_qualified_name(process_qn: str, run_id: str) -> str:
+    """One process execution per process and run.
+
+    >>> process_execution_qualified_name("s.b@primary:abcdabcdabcdabcd", "run-42")
+    's.b@primary:abcdabcdabcdabcd:run-42'
+    """
+    return f"{process_qn}:{run_id}"

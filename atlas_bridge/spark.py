@@ -1,0 +1,787 @@
+"""The Spark hook: one line in a PySpark job puts every write's lineage into Atlas.
+
+::
+
+    from atlas_bridge.spark import install
+    handle = install(spark)              # settings from kwargs, Spark conf spark.atlas.*, env, properties
+
+A Python object implementing ``org.apache.spark.sql.util.QueryExecutionListener`` is registered through
+py4j. Spark calls it on its listener thread after each query; the callback does only what needs the live
+plan (``qe.analyzed().toJSON()`` plus a few py4j reads of what the JSON leaves out: paths, save mode,
+format, SQL text) and puts the result on a bounded queue. A daemon worker extracts
+(:func:`atlas_bridge.extractors.spark_plan.extract_spark_plan_lineage`), converts
+(:func:`atlas_bridge.atlas.convert.to_atlas_batches`) and emits through a sink; when Atlas is down the
+sink keeps batches on disk and resends them later (this job or the next). The job is never slowed or
+failed by the hook: everything is caught and counted.
+
+One statement may fire several events (CTAS: the inner file write and the command; saveAsTable: three;
+INSERT OVERWRITE DIRECTORY: two). They share their query's exprIds, so the worker groups them by that
+signature and keeps the most specific one (the command naming the table). Events of the inner file write
+(``funcName == "file source write"``) are skipped in the callback already.
+
+Importing this module needs no pyspark; :func:`install` does.
+"""
+
+from __future__ import annotations
+
+import atexit
+import collections
+import contextlib
+import functools
+import getpass
+import logging
+import queue
+import threading
+import time
+import weakref
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from atlas_bridge.errors import ConfigError
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["HookStats", "SparkHookHandle", "install", "uninstall"]
+
+_LISTENER_INTERFACE = "org.apache.spark.sql.util.QueryExecutionListener"
+_INNER_WRITE = "file source write"
+_CONF_PREFIX = "spark."
+_HOOK_CONF = "spark.atlas.hook.atlas_bridge."
+# Hook knobs that are not Settings fields: Spark conf suffix -> install() keyword.
+_HOOK_KNOBS = {
+    "resultsets": "resultsets",
+    "tempViews": "temp_views",
+    "coalesceSecs": "coalesce_s",
+}
+_STOP = object()
+
+_handles: dict[str, SparkHookHandle] = {}
+_handles_lock = threading.Lock()
+
+
+@dataclass
+class HookStats:
+    """What the hook saw and did; read it from :attr:`SparkHookHandle.stats`."""
+
+    events: int = 0
+    """Callbacks received."""
+    captured: int = 0
+    """Events put on the queue (writes, or queries when resultsets are on)."""
+    skipped: int = 0
+    """Events ignored in the callback (plain queries, inner file writes, failures)."""
+    dropped: int = 0
+    """Events lost because the queue was full."""
+    callback_errors: int = 0
+    superseded: int = 0
+    """Events of a statement whose lineage came from a more specific event of the same statement."""
+    processes: int = 0
+    """Lineage processes emitted."""
+    batches: int = 0
+    emit_errors: int = 0
+    problems: int = 0
+    callback_ns: collections.deque[int] = field(default_factory=lambda: collections.deque(maxlen=10_000))
+    """Time spent in each capturing callback (benchmarks)."""
+    round_trips: collections.deque[int] = field(default_factory=lambda: collections.deque(maxlen=10_000))
+    """py4j calls made by each capturing callback."""
+
+
+@dataclass
+class _Item:
+    event: str
+    func_name: str
+    root: str
+    plan_json: str
+    facts: dict[str, Any]
+    end_ms: int
+    duration_ms: int | None
+    seq: int
+    qe_id: int | None = None
+
+
+@dataclass
+class _Group:
+    """The events of one statement seen so far, and the one that will be emitted."""
+
+    best: _Item
+    priority: int
+    min_qe_id: int | None
+    deadline: float
+
+
+def _belongs(qe_id: int | None, group_min: int | None) -> bool:
+    """Whether an event is an outer event of a group (its QueryExecution was created earlier)."""
+    if qe_id is None or group_min is None or group_min < 0:
+        return True
+    return qe_id < group_min
+
+
+@dataclass
+class _Flush:
+    done: threading.Event = field(default_factory=threading.Event)
+
+
+class _Java:
+    """Counts py4j calls (each is one round trip to the JVM)."""
+
+    def __init__(self) -> None:
+        self.n = 0
+
+    def __call__(self, obj: Any, method: str, *args: Any) -> Any:
+        self.n += 1
+        return getattr(obj, method)(*args)
+
+
+class _Listener:
+    """The py4j-implemented QueryExecutionListener. Never raises into the JVM."""
+
+    def __init__(self, handle: SparkHookHandle) -> None:
+        self._handle = weakref.ref(handle)
+
+    def onSuccess(self, funcName: str, qe: Any, durationNs: int) -> None:
+        handle = self._handle()
+        if handle is not None:
+            handle._on_event("onSuccess", funcName, qe, durationNs)
+
+    def onFailure(self, funcName: str, qe: Any, exception: Any) -> None:
+        handle = self._handle()
+        if handle is not None:
+            handle._on_event("onFailure", funcName, qe, None)
+
+    class Java:
+        implements = [_LISTENER_INTERFACE]
+
+
+class SparkHookHandle:
+    """One installed hook: its listener, queue, worker and sink. Returned by :func:`install`."""
+
+    def __init__(
+        self,
+        spark: Any,
+        *,
+        settings: Any,
+        sink: Any | None,
+        resultsets: bool,
+        temp_views: bool,
+        coalesce_s: float,
+        session_id: str,
+    ) -> None:
+        self.settings = settings
+        self.stats = HookStats()
+        self.resultsets = resultsets
+        self.temp_views = temp_views
+        self.coalesce_s = coalesce_s
+        self.session_id = session_id
+        self._spark = spark
+        self._sink = sink
+        self._sink_given = sink is not None
+        self._queue: queue.Queue[Any] = queue.Queue(maxsize=int(settings.queue_size))
+        self._seq = 0
+        self._seq_lock = threading.Lock()
+        self._sync_lock = threading.Lock()
+        self._pending: dict[str, _Group] = {}
+        self._done: collections.OrderedDict[str, int] = collections.OrderedDict()
+        self._listener: _Listener | None = None
+        self._holder: Any = None
+        self._worker: threading.Thread | None = None
+        self._closed = False
+        self._orig_stop: Callable[..., Any] | None = None
+        sc = spark.sparkContext
+        self.application_id: str = str(sc.applicationId)
+        try:
+            self.user: str | None = str(sc.sparkUser())
+        except Exception:
+            self.user = getpass.getuser()
+        self._bus = sc._jsc.sc().listenerBus()
+        self._warned_drop = 0
+
+    # -- lifecycle -----------------------------------------------------------------------------------
+    def _start(self) -> None:
+        from pyspark import SparkContext
+        from pyspark.java_gateway import ensure_callback_server_started
+
+        gateway: Any = SparkContext._gateway
+        ensure: Any = ensure_callback_server_started
+        ensure(gateway)
+        self._listener = _Listener(self)
+        jvm = self._spark._jvm
+        # One JVM proxy, kept, so unregister can hand Spark the very object it registered (P5).
+        self._holder = jvm.java.util.ArrayList()
+        self._holder.add(self._listener)
+        self._invoke_listener_manager("register")
+        if not self.settings.synchronous:
+            self._worker = threading.Thread(target=self._run, name="atlas-bridge-spark-hook", daemon=True)
+            self._worker.start()
+        atexit.register(self._atexit)
+        self._wrap_stop()
+
+    def _invoke_listener_manager(self, method: str) -> None:
+        from pyspark import SparkContext
+
+        jvm = self._spark._jvm
+        gateway: Any = SparkContext._gateway
+        cls = gateway.new_array(jvm.java.lang.Class, 1)
+        cls[0] = jvm.java.lang.Class.forName(_LISTENER_INTERFACE)
+        lm = self._spark._jsparkSession.listenerManager()
+        lm.getClass().getMethod(method, cls).invoke(lm, self._holder.toArray())
+
+    def _wrap_stop(self) -> None:
+        """Drain before ``spark.stop()`` shuts the JVM down, so nothing captured is lost."""
+        spark = self._spark
+        orig = spark.stop
+        handle_ref = weakref.ref(self)
+
+        def stop(*args: Any, **kwargs: Any) -> Any:
+            handle = handle_ref()
+            if handle is not None:
+                handle.close()
+            return orig(*args, **kwargs)
+
+        try:
+            spark.stop = stop
+            self._orig_stop = orig
+        except (AttributeError, TypeError):  # pragma: no cover - a session class that forbids it
+            logger.debug("cannot wrap spark.stop(); relying on atexit")
+
+    def _atexit(self) -> None:
+        with contextlib.suppress(Exception):
+            self.close(timeout=30.0)
+
+    def flush(self, timeout: float = 30.0) -> bool:
+        """Block until every event Spark has delivered so far is extracted and emitted.
+
+        Waits for Spark's listener bus, then for the worker to drain its queue and emit statements held
+        for de-duplication, then retries batches the sink kept on disk. True when all of that finished
+        within ``timeout`` seconds.
+        """
+        deadline = time.monotonic() + timeout
+        try:
+            self._bus.waitUntilEmpty(int(max(timeout, 0.001) * 1000))
+        except Exception as e:
+            logger.debug("listener bus wait failed: %s", e)
+        if self.settings.synchronous or self._worker is None or not self._worker.is_alive():
+            with self._sync_lock:
+                self._drain_inline()
+                self._emit_pending(force=True)
+                self._flush_spool()
+            return True
+        marker = _Flush()
+        try:
+            self._queue.put(marker, timeout=max(deadline - time.monotonic(), 0.001))
+        except queue.Full:
+            return False
+        return marker.done.wait(max(deadline - time.monotonic(), 0.001))
+
+    def close(self, timeout: float = 30.0) -> None:
+        """Flush, stop the worker, close the sink and unregister the listener. Idempotent."""
+        if self._closed:
+            return
+        try:
+            self.flush(timeout)
+        finally:
+            self._closed = True
+            if self._worker is not None and self._worker.is_alive():
+                with contextlib.suppress(queue.Full):
+                    self._queue.put(_STOP, timeout=1.0)
+                self._worker.join(timeout)
+            with contextlib.suppress(Exception):
+                self._invoke_listener_manager("unregister")
+            if self._sink is not None:
+                with contextlib.suppress(Exception):
+                    self._sink.close()
+            if self._orig_stop is not None:
+                with contextlib.suppress(Exception):
+                    self._spark.stop = self._orig_stop
+            with contextlib.suppress(Exception):
+                atexit.unregister(self._atexit)
+            with _handles_lock:
+                if _handles.get(self.session_id) is self:
+                    del _handles[self.session_id]
+
+    # -- callback (Spark's listener thread) ----------------------------------------------------------
+    def _on_event(self, event: str, func_name: str, qe: Any, duration_ns: int | None) -> None:
+        t0 = time.perf_counter_ns()
+        self.stats.events += 1
+        if self._closed:
+            return
+        try:
+            item, calls = self._capture(event, func_name, qe, duration_ns)
+        except Exception as e:
+            self.stats.callback_errors += 1
+            logger.warning("atlas-bridge: could not capture a %s event (%s): %s", func_name, event, e)
+            return
+        if item is None:
+            self.stats.skipped += 1
+            return
+        self.stats.callback_ns.append(time.perf_counter_ns() - t0)
+        self.stats.round_trips.append(calls)
+        if self.settings.synchronous:
+            with self._sync_lock:
+                self._handle_item(item)
+            return
+        try:
+            self._queue.put_nowait(item)
+            self.stats.captured += 1
+        except queue.Full:
+            self.stats.dropped += 1
+            if self._warned_drop == 0 or self.stats.dropped % 100 == 0:
+                logger.warning(
+                    "atlas-bridge: queue full (%d); %d events dropped so far",
+                    self._queue.maxsize,
+                    self.stats.dropped,
+                )
+            self._warned_drop += 1
+
+    def _capture(
+        self, event: str, func_name: str, qe: Any, duration_ns: int | None
+    ) -> tuple[_Item | None, int]:
+        from atlas_bridge.extractors.spark_plan import QUERY_ROOTS, WRITE_COMMANDS
+
+        if event != "onSuccess" or func_name == _INNER_WRITE:
+            return None, 0
+        j = _Java()
+        plan = j(qe, "analyzed")
+        root = str(j(plan, "nodeName"))
+        if root not in WRITE_COMMANDS and not (self.resultsets and root in QUERY_ROOTS):
+            return None, j.n
+        plan_json = str(j(plan, "toJSON"))
+        try:
+            qe_id: int | None = int(j(qe, "id"))
+        except Exception:
+            qe_id = None
+        facts = _read_facts(j, qe, plan, root, plan_json)
+        end_ms = int(time.time() * 1000)
+        with self._seq_lock:
+            self._seq += 1
+            seq = self._seq
+        item = _Item(
+            event=event,
+            func_name=func_name,
+            root=root,
+            plan_json=plan_json,
+            facts=facts,
+            end_ms=end_ms,
+            duration_ms=int(duration_ns // 1_000_000) if duration_ns is not None else None,
+            seq=seq,
+            qe_id=qe_id,
+        )
+        return item, j.n
+
+    # -- worker --------------------------------------------------------------------------------------
+    def _run(self) -> None:
+        while True:
+            timeout = self._next_deadline()
+            try:
+                item = self._queue.get(timeout=timeout)
+            except queue.Empty:
+                self._safe(lambda: self._emit_pending(force=False))
+                continue
+            if item is _STOP:
+                self._safe(lambda: self._emit_pending(force=True))
+                return
+            if isinstance(item, _Flush):
+                self._safe(lambda: self._emit_pending(force=True))
+                self._safe(self._flush_spool)
+                item.done.set()
+                continue
+            self._safe(functools.partial(self._handle_item, item))
+            self._safe(lambda: self._emit_pending(force=False))
+
+    def _safe(self, fn: Callable[[], None]) -> None:
+        try:
+            fn()
+        except Exception as e:
+            self.stats.emit_errors += 1
+            logger.warning("atlas-bridge: lineage could not be emitted: %s", e, exc_info=True)
+
+    def _drain_inline(self) -> None:
+        while True:
+            try:
+                item = self._queue.get_nowait()
+            except queue.Empty:
+                return
+            if isinstance(item, _Item):
+                self._handle_item(item)
+            elif isinstance(item, _Flush):
+                item.done.set()
+
+    def _next_deadline(self) -> float | None:
+        if not self._pending:
+            return None
+        soonest = min(g.deadline for g in self._pending.values())
+        return max(soonest - time.monotonic(), 0.0)
+
+    def _handle_item(self, item: _Item) -> None:
+        """Group the events of one statement; emit at once when the statement's last event arrives.
+
+        Events of one statement share their query's exprIds (the signature). Spark creates the outer
+        command's QueryExecution before the inner ones it runs, and the outer event arrives last: an
+        event whose QueryExecution id is *lower* than the group's belongs to it; a higher id is the same
+        statement run again (a loop), a new group.
+        """
+        from atlas_bridge.extractors.spark_plan import plan_signature, write_priority
+
+        sig = plan_signature(item.plan_json)
+        if sig is None:
+            self._emit(item)
+            return
+        prio = write_priority(item.root)
+        done = self._done.get(sig)
+        if done is not None and _belongs(item.qe_id, done):
+            self.stats.superseded += 1
+            return
+        group = self._pending.get(sig)
+        if group is not None and not _belongs(item.qe_id, group.min_qe_id):
+            del self._pending[sig]  # the same statement again: the earlier run is complete
+            self._finish(sig, group)
+            group = None
+        if group is None:
+            group = _Group(
+                best=item, priority=prio, min_qe_id=item.qe_id, deadline=time.monotonic() + self.coalesce_s
+            )
+            self._pending[sig] = group
+        else:
+            self.stats.superseded += 1
+            if prio > group.priority:
+                group.best, group.priority = item, prio
+            if item.qe_id is not None and (group.min_qe_id is None or item.qe_id < group.min_qe_id):
+                group.min_qe_id = item.qe_id
+            group.deadline = time.monotonic() + self.coalesce_s
+        if item.root in _FINAL_ROOTS:
+            del self._pending[sig]
+            self._finish(sig, group)
+
+    def _finish(self, sig: str, group: _Group) -> None:
+        self._done[sig] = group.min_qe_id if group.min_qe_id is not None else -1
+        self._done.move_to_end(sig)
+        while len(self._done) > 1024:
+            self._done.popitem(last=False)
+        self._emit(group.best)
+
+    def _emit_pending(self, *, force: bool) -> None:
+        now = time.monotonic()
+        for sig, group in sorted(self._pending.items(), key=lambda kv: kv[1].best.seq):
+            if force or group.deadline <= now:
+                del self._pending[sig]
+                self._finish(sig, group)
+
+    def _emit(self, item: _Item) -> None:
+        from atlas_bridge.extractors.spark_plan import extract_spark_plan_lineage
+
+        result = extract_spark_plan_lineage(
+            item.plan_json,
+            item.facts,
+            event=item.event,
+            func_name=item.func_name,
+            resultsets=self.resultsets,
+            temp_views=self.temp_views,
+        )
+        for p in result.problems:
+            self.stats.problems += 1
+            logger.info("atlas-bridge: %s event %s: %s", item.root, item.func_name, p.message)
+        lineage = result.lineage
+        if not lineage.processes:
+            return
+        from atlas_bridge.atlas.convert import RunInfo, to_atlas_batches
+
+        start_ms = item.end_ms - item.duration_ms if item.duration_ms is not None else None
+        sql = item.facts.get("sql") if isinstance(item.facts.get("sql"), str) else None
+        run = RunInfo(
+            run_id=f"{self.application_id}:{self.session_id[:8]}:{item.seq}",
+            user=self.user,
+            start_ms=start_ms,
+            end_ms=item.end_ms,
+            application_id=self.application_id,
+            query_text=sql,
+            status="SUCCESS" if item.event == "onSuccess" else "FAILED",
+        )
+        batches = to_atlas_batches(lineage, namespace=self.settings.namespace, run=run)
+        sink = self._get_sink()
+        for batch in batches:
+            sink.emit(batch)
+            self.stats.batches += 1
+        self.stats.processes += len(lineage.processes)
+
+    def _get_sink(self) -> Any:
+        if self._sink is None:
+            from atlas_bridge.atlas.sink import make_sink
+
+            self._sink = make_sink(self.settings)
+            self._flush_spool()
+        return self._sink
+
+    def _flush_spool(self) -> None:
+        sink = self._get_sink()
+        pending = getattr(sink, "spool_pending", None)
+        flush = getattr(sink, "flush_spool", None)
+        if pending is None or flush is None:
+            return
+        try:
+            if pending():
+                flush()
+        except Exception as e:
+            logger.info("atlas-bridge: kept lineage not sent yet: %s", e)
+
+
+_FINAL_ROOTS = frozenset(
+    {
+        "CreateDataSourceTableAsSelectCommand",
+        "CreateHiveTableAsSelectCommand",
+        "OptimizedCreateHiveTableAsSelectCommand",
+        "InsertIntoDataSourceDirCommand",
+        "InsertIntoHiveDirCommand",
+        "SaveAsV1TableCommand",
+        "CreateViewCommand",
+        "CreateTableAsSelect",
+        "ReplaceTableAsSelect",
+        "AppendData",
+        "OverwriteByExpression",
+        "OverwritePartitionsDynamic",
+    }
+)
+"""Roots that are the last event of their statement: emit at once instead of waiting for company."""
+
+
+# ---------------------------------------------------------------------------------------------------------
+# py4j reads: only what toJSON drops (spark.md §4/§5); Seq lookups by index, never Python iteration.
+
+
+def _opt_text(j: _Java, option: Any) -> str | None:
+    """A Scala ``Option[String]``-ish value -> str, in one round trip (``Some(x)`` / ``None``)."""
+    text = str(j(option, "toString"))
+    if text.startswith("Some(") and text.endswith(")"):
+        return text[5:-1]
+    return None
+
+
+def _read_facts(j: _Java, qe: Any, plan: Any, root: str, plan_json: str) -> dict[str, Any]:
+    import json
+
+    facts: dict[str, Any] = {}
+    nodes = json.loads(plan_json)
+    head = nodes[0] if nodes else {}
+    try:
+        sql = _opt_text(j, j(j(plan, "origin"), "sqlText"))
+        if sql:
+            facts["sql"] = sql
+    except Exception as e:
+        logger.debug("no SQL text: %s", e)
+    write: dict[str, Any] = {}
+    query_field = "plan" if root == "CreateViewCommand" else "query"
+    if root == "InsertIntoHadoopFsRelationCommand":
+        write["mode"] = str(j(j(plan, "mode"), "toString"))
+        if not head.get("catalogTable"):
+            write["path"] = str(j(j(plan, "outputPath"), "toString"))
+            write["format"] = str(j(j(plan, "fileFormat"), "toString"))
+    elif root in ("InsertIntoDataSourceDirCommand", "InsertIntoHiveDirCommand"):
+        loc = _opt_text(j, j(j(plan, "storage"), "locationUri"))
+        if loc:
+            write["path"] = loc
+    elif root in ("SaveAsV1TableCommand",):
+        desc = head.get("tableDesc") or {}
+        if not (desc.get("identifier") or {}).get("database"):
+            facts["current_database"] = str(j(j(j(qe, "sparkSession"), "catalog"), "currentDatabase"))
+    elif root in ("AppendData", "OverwriteByExpression", "OverwritePartitionsDynamic"):
+        name = str(j(j(plan, "table"), "name"))
+        write["table"] = _split_name(name)
+    elif root in ("CreateTableAsSelect", "ReplaceTableAsSelect"):
+        write["table"] = _split_name(str(j(j(plan, "name"), "toString")).split(",")[-1].strip())
+    if write:
+        facts["write"] = write
+    # Leaves the JSON cannot name: file reads without a catalog table, V2 relations.
+    query_nodes = head.get(query_field)
+    query_java = None
+    if isinstance(query_nodes, list):
+        query_nodes_list = query_nodes
+        query_java = ("nested", query_field)
+    elif isinstance(query_nodes, int):
+        query_nodes_list = nodes[1:]
+        query_java = ("child", query_field)
+    else:
+        query_nodes_list = []
+    needed = _leaves_needing_facts(query_nodes_list)
+    if needed and query_java is not None:
+        jq = j(plan, query_field)
+        jleaves = j(jq, "collectLeaves")
+        leaves: list[dict[str, Any]] = []
+        for index, expr_ids, kind in needed:
+            leaf = j(jleaves, "apply", index)
+            entry: dict[str, Any] = {"exprIds": expr_ids}
+            try:
+                if kind == "file":
+                    rel = j(leaf, "relation")
+                    roots = str(j(j(j(rel, "location"), "rootPaths"), "mkString", "\n"))
+                    entry["paths"] = [p for p in roots.split("\n") if p]
+                    entry["format"] = str(j(j(rel, "fileFormat"), "toString"))
+                else:
+                    entry["table"] = _split_name(str(j(j(leaf, "table"), "name")))
+            except Exception as e:
+                logger.debug("leaf %d has no readable identity: %s", index, e)
+                continue
+            leaves.append(entry)
+        if leaves:
+            facts["leaves"] = leaves
+    return facts
+
+
+def _split_name(name: str) -> dict[str, Any]:
+    parts = [p.strip("`") for p in name.split(".") if p]
+    out: dict[str, Any] = {"table": parts[-1] if parts else name}
+    if len(parts) >= 2:
+        out["database"] = parts[-2]
+    if len(parts) >= 3:
+        out["catalog"] = ".".join(parts[:-2])
+    return out
+
+
+def _leaves_needing_facts(items: list[dict[str, Any]]) -> list[tuple[int, list[int], str]]:
+    """(index among the plan's leaves in pre-order, output exprIds, kind) of leaves JSON cannot name."""
+    out: list[tuple[int, list[int], str]] = []
+    leaf_index = 0
+    for d in items:
+        if int(d.get("num-children", 0) or 0) != 0:
+            continue
+        cls = str(d.get("class", "")).rsplit(".", 1)[-1]
+        kind = None
+        if cls == "LogicalRelation" and not d.get("catalogTable"):
+            kind = "file"
+        elif cls in ("DataSourceV2Relation", "DataSourceV2ScanRelation"):
+            kind = "v2"
+        if kind is not None:
+            ids: list[int] = []
+            for attr in d.get("output") or []:
+                node = attr[0] if isinstance(attr, list) and attr else attr
+                if isinstance(node, dict):
+                    xid = (node.get("exprId") or {}).get("id")
+                    if isinstance(xid, int):
+                        ids.append(xid)
+            out.append((leaf_index, ids, kind))
+        leaf_index += 1
+    return out
+
+
+# ---------------------------------------------------------------------------------------------------------
+# install / uninstall
+
+
+def _is_connect(spark: Any) -> bool:
+    if type(spark).__module__.startswith("pyspark.sql.connect"):
+        return True
+    try:
+        return getattr(spark, "_jsparkSession", None) is None
+    except Exception:
+        return True
+
+
+def _spark_conf(spark: Any) -> dict[str, str]:
+    """``spark.atlas.*`` entries of the SparkConf and the session's runtime conf."""
+    out: dict[str, str] = {}
+    try:
+        for key, value in spark.sparkContext.getConf().getAll():
+            if key.startswith("spark.atlas."):
+                out[key] = value
+    except Exception as e:
+        logger.debug("cannot read SparkConf: %s", e)
+    return out
+
+
+def _settings_from_conf(conf: dict[str, str]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Split ``spark.atlas.*`` into Settings fields (Atlas property names) and hook knobs."""
+    from atlas_bridge.config import fields_from_properties
+
+    props = {k[len(_CONF_PREFIX) :]: v for k, v in conf.items()}
+    fields = fields_from_properties(props)
+    knobs: dict[str, Any] = {}
+    for suffix, kw in _HOOK_KNOBS.items():
+        value = conf.get(_HOOK_CONF + suffix)
+        if value is not None:
+            knobs[kw] = value
+    return fields, knobs
+
+
+def _as_bool(value: Any) -> bool:
+    if isinstance(value, str):
+        return value.strip().lower() in ("1", "true", "yes", "on")
+    return bool(value)
+
+
+def install(
+    spark: Any,
+    *,
+    settings: Any | None = None,
+    sink: Any | None = None,
+    resultsets: bool | None = None,
+    temp_views: bool | None = None,
+    coalesce_s: float | None = None,
+    **setting_overrides: Any,
+) -> SparkHookHandle:
+    """Register the lineage listener on ``spark`` (idempotent per session) and return its handle.
+
+    Args:
+        spark: a classic (JVM-backed) ``SparkSession``.
+        settings: an :class:`atlas_bridge.config.Settings`; else built from ``setting_overrides`` >
+            Spark conf ``spark.atlas.*`` (Atlas property names, e.g. ``spark.atlas.rest.address``,
+            ``spark.atlas.metadata.namespace``, ``spark.atlas.hook.atlas_bridge.queueSize``) > environment >
+            ``atlas-application.properties``.
+        sink: where batches go (default: ``make_sink(settings)``: Atlas with an on-disk spool, or files).
+        resultsets: also record queries that write nothing (collect, show) as resultsets.
+        temp_views: record temp view creation as view lineage (default: temp views are transparent).
+        coalesce_s: how long a write waits for later events of the same statement (default 2 s).
+
+    Raises:
+        ConfigError: under Spark Connect (no JVM to listen on) or with bad settings.
+    """
+    if _is_connect(spark):
+        msg = (
+            "atlas_bridge.spark.install() needs a classic SparkSession with a JVM driver; under Spark "
+            "Connect no listener can be registered from the client. Install a JVM listener on the "
+            "Connect server instead."
+        )
+        raise ConfigError(msg)
+    try:
+        session_id = str(spark._jsparkSession.sessionUUID())
+    except Exception as e:
+        msg = f"cannot reach the Spark session's JVM: {e}"
+        raise ConfigError(msg) from e
+    with _handles_lock:
+        existing = _handles.get(session_id)
+        if existing is not None and not existing._closed:
+            return existing
+        conf_fields, knobs = _settings_from_conf(_spark_conf(spark))
+        if settings is None:
+            from atlas_bridge.config import Settings
+
+            settings = Settings.load(**{**conf_fields, **setting_overrides})
+        elif setting_overrides:
+            settings = settings.model_copy(update=setting_overrides)
+        handle = SparkHookHandle(
+            spark,
+            settings=settings,
+            sink=sink,
+            resultsets=_as_bool(resultsets if resultsets is not None else knobs.get("resultsets", False)),
+            temp_views=_as_bool(temp_views if temp_views is not None else knobs.get("temp_views", False)),
+            coalesce_s=float(coalesce_s if coalesce_s is not None else knobs.get("coalesce_s", 2.0)),
+            session_id=session_id,
+        )
+        if settings.disabled:
+            logger.info("atlas-bridge Spark hook disabled by settings")
+            handle._closed = True
+            return handle
+        handle._start()
+        _handles[session_id] = handle
+        logger.info("atlas-bridge Spark hook installed on session %s", session_id)
+        return handle
+
+
+def uninstall(spark: Any, timeout: float = 30.0) -> bool:
+    """Flush and remove the hook of this session; False when none was installed."""
+    try:
+        session_id = str(spark._jsparkSession.sessionUUID())
+    except Exception:
+        return False
+    with _handles_lock:
+        handle = _handles.get(session_id)
+    if handle is None:
+        return False
+    handle.close(timeout)
+    return True

@@ -1,0 +1,169 @@
+"""Benchmark of ``atlas-bridge scan``: statements per minute on local[1] vs local[2], and peak memory.
+
+The corpus is TPC-DS's 99 queries (``../shared/bench/tpcds_queries.jsonl``) turned into CTAS statements,
+replicated until there are enough of them, 99 statements (one copy of TPC-DS) per script:
+
+* ``distinct``: every copy writes a distinct target table (``bench.q14_c0042``), so every statement is a
+  process of its own and the merged lineage grows with the corpus;
+* ``repeat``: every script is the same 99 statements (as the same nightly job checked into many places), so
+  the merged lineage is the same whatever the corpus size: memory that grows here is the pipeline's own.
+
+Each measurement runs in a fresh child process (its own driver and JVM) so ``ru_maxrss`` is that run's
+peak; executors report their Python workers' peak RSS in the partition results. The delivery is counted in
+memory (no disk, no HTTP), so the figures are discover + extract + merge + convert.
+
+    python benchmarks/scan.py                      # 10,000 statements, local[1] and local[2], 2 sizes
+    python benchmarks/scan.py --statements 2000 --memory-sizes 1000,2000   # quick
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+BENCH = ROOT.parent / "shared" / "bench"
+PER_FILE = 99  # one copy of TPC-DS per script: in "repeat" mode every script is the same
+
+
+def write_corpus(directory: Path, statements: int, mode: str) -> int:
+    """Write ``statements`` CTAS statements, 99 per file; returns the number written."""
+    queries = [json.loads(line) for line in (BENCH / "tpcds_queries.jsonl").read_text().splitlines() if line]
+    directory.mkdir(parents=True, exist_ok=True)
+    written = 0
+    file_no = 0
+    while written < statements:
+        parts = []
+        for i in range(min(PER_FILE, statements - written)):
+            n = written + i
+            q = queries[n % len(queries)]
+            copy = n // len(queries) if mode == "distinct" else 0
+            qid = q["id"].replace("tpcds-", "")
+            parts.append(f"CREATE TABLE bench.{qid}_c{copy:05d} AS\n{q['sql'].strip().rstrip(';')};\n")
+        (directory / f"script_{file_no:05d}.sql").write_text("\n".join(parts), encoding="utf-8")
+        written += len(parts)
+        file_no += 1
+    return written
+
+
+class _CountingDelivery:
+    target = "memory:benchmark"
+
+    def __init__(self) -> None:
+        self.batches = 0
+        self.entities = 0
+
+    def send(self, batch: dict[str, Any]) -> None:
+        self.batches += 1
+        self.entities += len(batch["entities"])
+
+    def close(self) -> None:
+        pass
+
+
+def child(corpus: str, master: str) -> None:
+    """One measured scan; prints a JSON line."""
+    from atlas_bridge import batch
+
+    schema = json.loads((BENCH / "tpc-ds.schema.json").read_text())
+    spark = batch.spark_session(master, app_name="atlas-bridge-bench")
+    spark.sparkContext.parallelize([0], 1).count()  # JVM and worker start-up are not the scan's cost
+    delivery = _CountingDelivery()
+    t0 = time.perf_counter()
+    summary = batch.scan(
+        [corpus],
+        delivery,
+        namespace="bench",
+        spark=spark,
+        options=batch.ScanOptions(dialect="spark", schema=schema),
+    )
+    total = time.perf_counter() - t0
+    spark.stop()
+    out = {
+        "master": master,
+        "files": len(summary.files),
+        "statements": summary.extract.statements,
+        "errors": len(summary.errors),
+        "processes": summary.lineage_counts["processes"],
+        "datasets": summary.lineage_counts["datasets"],
+        "relations": summary.lineage_counts["column_relations"],
+        "entities": delivery.entities,
+        "batches": delivery.batches,
+        "partitions": summary.extract.partitions,
+        "total_s": total,
+        **{f"{k}_s": v for k, v in summary.timings_s.items()},
+        "driver_peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        "executor_peak_rss_mb": summary.extract.executor_max_rss_kb / 1024,
+    }
+    print(json.dumps(out))
+
+
+def run(corpus: Path, master: str) -> dict[str, Any]:
+    proc = subprocess.run(
+        [sys.executable, __file__, "--child", str(corpus), "--master", master],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    return dict(json.loads(proc.stdout.strip().splitlines()[-1]))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--statements", type=int, default=10_000)
+    parser.add_argument("--memory-sizes", default="5000,20000", help="two corpus sizes for the memory runs")
+    parser.add_argument("--child", default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--master", default="local[1]", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        child(args.child, args.master)
+        return
+
+    with tempfile.TemporaryDirectory(prefix="atlas-bridge-bench-") as tmp:
+        corpus = Path(tmp) / "distinct"
+        n = write_corpus(corpus, args.statements, "distinct")
+        print(f"corpus: {n} TPC-DS CTAS statements (distinct targets) in {corpus}")
+        results = {m: run(corpus, m) for m in ("local[1]", "local[2]")}
+        print(
+            f"{'master':10} {'stmts':>6} {'err':>4} {'extract s':>9} {'merge s':>8} {'convert s':>9} "
+            f"{'total s':>8} {'stmts/min':>10} {'driver MB':>9} {'exec MB':>8}"
+        )
+        for m, r in results.items():
+            print(
+                f"{m:10} {r['statements']:6d} {r['errors']:4d} {r['extract_s']:9.1f} {r['merge_s']:8.1f} "
+                f"{r['convert_s']:9.1f} {r['total_s']:8.1f} {r['statements'] / r['total_s'] * 60:10.0f} "
+                f"{r['driver_peak_rss_mb']:9.0f} {r['executor_peak_rss_mb']:8.0f}"
+            )
+        r1, r2 = results["local[1]"], results["local[2]"]
+        print(
+            f"speed-up local[2] / local[1]: extraction {r1['extract_s'] / r2['extract_s']:.2f}x, "
+            f"end to end {r1['total_s'] / r2['total_s']:.2f}x"
+        )
+        print(
+            f"lineage: {r1['processes']} processes, {r1['datasets']} datasets, {r1['relations']} column "
+            f"relations -> {r1['entities']} entities in {r1['batches']} batches"
+        )
+
+        sizes = [int(s) for s in args.memory_sizes.split(",")]
+        print("\nmemory, 'repeat' corpus (same lineage at every size), local[2]:")
+        for size in sizes:
+            rep = Path(tmp) / f"repeat-{size}"
+            write_corpus(rep, size, "repeat")
+            r = run(rep, "local[2]")
+            print(
+                f"  {r['statements']:6d} statements: driver peak {r['driver_peak_rss_mb']:6.0f} MB, executor "
+                f"worker peak {r['executor_peak_rss_mb']:5.0f} MB, "
+                f"{r['statements'] / r['total_s'] * 60:7.0f} "
+                f"stmts/min, lineage {r['relations']} relations"
+            )
+
+
+if __name__ == "__main__":
+    main()

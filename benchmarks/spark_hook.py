@@ -1,0 +1,126 @@
+"""Overhead of the Spark hook: the same loop of queries with and without it, in one process.
+
+Blocks alternate (off, on, off, on, ...) on one local session so JIT warm-up and machine noise hit both
+sides alike. Reported: wall time per query either way and their ratio (goal: under 1.02), the callback
+cost per captured event (p50/p95), the py4j round trips per event, and how long the worker needed to
+catch up after the loop (flush). The worker extracts and converts for real; the sink only counts.
+
+Run: ``python benchmarks/spark_hook.py [--iterations 30] [--blocks 3]`` (needs pyspark and Java 17).
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+
+class CountingSink:
+    def __init__(self) -> None:
+        self.batches = 0
+        self.entities = 0
+
+    def emit(self, batch: dict[str, Any]) -> None:
+        self.batches += 1
+        self.entities += len(batch["entities"])
+
+    def close(self) -> None:
+        pass
+
+
+def pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
+
+
+def loop(spark: Any, out: Path, iterations: int) -> tuple[float, int]:
+    """One block: per iteration an INSERT ... SELECT, a path write and a collect. Returns (seconds, queries)."""
+    t0 = time.perf_counter()
+    for i in range(iterations):
+        spark.sql(
+            "INSERT INTO bench_t SELECT id, amount * 2, concat(tag, '_', cust) FROM src WHERE amount > 1"
+        )
+        spark.table("src").selectExpr("id", "upper(tag) AS t").write.mode("overwrite").parquet(
+            str(out / f"p{i % 3}")
+        )
+        spark.table("src").where("amount > 1").select("id").collect()
+    return time.perf_counter() - t0, iterations * 3
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--iterations", type=int, default=30)
+    ap.add_argument("--blocks", type=int, default=3)
+    args = ap.parse_args()
+
+    from pyspark.sql import SparkSession
+
+    from atlas_bridge.config import Settings
+    from atlas_bridge.spark import install, uninstall
+
+    base = Path(tempfile.mkdtemp(prefix="atlas-bridge-bench-"))
+    spark = (
+        SparkSession.builder.master("local[2]")
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.shuffle.partitions", "1")
+        .config("spark.sql.warehouse.dir", str(base / "warehouse"))
+        .getOrCreate()
+    )
+    spark.sparkContext.setLogLevel("ERROR")
+    spark.sql("CREATE TABLE src (id BIGINT, amount DOUBLE, cust INT, tag STRING) USING parquet")
+    spark.sql("INSERT INTO src VALUES (1, 10.0, 1, 'a'), (2, 25.5, 2, 'b'), (3, 99.0, 1, 'c')")
+    spark.sql("CREATE TABLE bench_t (id BIGINT, amount_x2 DOUBLE, tag STRING) USING parquet")
+    loop(spark, base / "warm", 5)  # warm-up, not measured
+
+    settings = Settings.load(namespace="bench", output_dir=base / "out")
+    off: list[float] = []
+    on: list[float] = []
+    flush_s: list[float] = []
+    callback_ms: list[float] = []
+    round_trips: list[int] = []
+    events = captured = processes = 0
+    for _ in range(args.blocks):
+        seconds, n = loop(spark, base / "off", args.iterations)
+        off.append(seconds / n)
+        sink = CountingSink()
+        handle = install(spark, settings=settings, sink=sink)
+        seconds, n = loop(spark, base / "on", args.iterations)
+        on.append(seconds / n)
+        t0 = time.perf_counter()
+        handle.flush(120)
+        flush_s.append(time.perf_counter() - t0)
+        callback_ms.extend(ns / 1e6 for ns in handle.stats.callback_ns)
+        round_trips.extend(handle.stats.round_trips)
+        events += handle.stats.events
+        captured += handle.stats.captured
+        processes += handle.stats.processes
+        uninstall(spark)
+
+    mean_off, mean_on = statistics.mean(off), statistics.mean(on)
+    print(f"queries per block: {args.iterations * 3} ({args.blocks} blocks each way, interleaved)")
+    print(
+        f"without hook: {mean_off * 1000:.1f} ms/query  (blocks: {', '.join(f'{x * 1000:.1f}' for x in off)})"
+    )
+    print(
+        f"with hook:    {mean_on * 1000:.1f} ms/query  (blocks: {', '.join(f'{x * 1000:.1f}' for x in on)})"
+    )
+    print(f"overhead ratio (with / without): {mean_on / mean_off:.3f}")
+    print(f"events: {events}, captured writes: {captured}, processes emitted: {processes}")
+    print(
+        f"callback per captured event: p50 {pct(callback_ms, 0.5):.2f} ms, p95 {pct(callback_ms, 0.95):.2f} ms, "
+        f"max {max(callback_ms):.2f} ms"
+    )
+    print(
+        f"py4j round trips per captured event: p50 {pct([float(r) for r in round_trips], 0.5):.0f}, "
+        f"max {max(round_trips)} (plain queries: 2)"
+    )
+    print(f"worker catch-up after each block (flush): {', '.join(f'{x * 1000:.0f} ms' for x in flush_s)}")
+    spark.stop()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,2 @@
+-- dialect: hive
+INSERT INTO t2 SELECT a FROM t1;

@@ -1,0 +1,1 @@
+SELECT 'constant' as field1, 2 as field2;

@@ -1,0 +1,1 @@
+SELECT EmployeeID, FirstName, LastName, ManagerID, EmpLevel  FROM Employees

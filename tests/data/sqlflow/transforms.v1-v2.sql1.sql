@@ -1,0 +1,2 @@
+SELECT SUM(Quantity) AS total_quantity
+FROM OrderDetails;

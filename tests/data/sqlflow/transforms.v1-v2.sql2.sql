@@ -1,0 +1,2 @@
+SELECT order_id AS report_id
+FROM orders;

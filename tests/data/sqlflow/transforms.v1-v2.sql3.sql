@@ -1,0 +1,2 @@
+SELECT ROUND(salary) AS salary_r
+FROM employees;

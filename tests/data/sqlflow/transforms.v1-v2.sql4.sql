@@ -1,0 +1,3 @@
+SELECT deptno, SUM(amount) AS total_amount
+FROM orders
+GROUP BY deptno;

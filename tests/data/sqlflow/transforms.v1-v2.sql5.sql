@@ -1,0 +1,2 @@
+SELECT a + b AS sum_ab
+FROM t;

@@ -1,0 +1,465 @@
+"""The batch bridge (``atlas-bridge scan``): discovery, query logs, the Spark job, delivery and resume."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from atlas_bridge import batch
+from atlas_bridge.batch import InputKind, ScanOptions, WorkUnit
+
+DATA = Path(__file__).parent / "data" / "scan"
+TREE = DATA / "tree"
+
+
+def _rel(files: list[batch.InputFile]) -> dict[str, str]:
+    return {Path(f.path).relative_to(TREE.resolve()).as_posix(): f.kind for f in files}
+
+
+# ---------------------------------------------------------------------------------------------- discovery
+
+
+def test_discovery_finds_every_kind_and_tells_logs_from_sqlflow() -> None:
+    files, notes = batch.discover_inputs([TREE])
+    assert _rel(files) == {
+        "a/x.sql": InputKind.SQL,
+        "a/y.hql": InputKind.SQL,
+        "b/z.ddl": InputKind.SQL,
+        "b/z_test.sql": InputKind.SQL,
+        "exports/flow.json": InputKind.SQLFLOW,
+        "exports/flow.xml": InputKind.SQLFLOW,
+        "logs/log_as.json": InputKind.QUERY_LOG,  # JSON lines with a "sql" field, despite .json
+        "logs/q.csv": InputKind.QUERY_LOG,
+        "logs/q.jsonl": InputKind.QUERY_LOG,
+    }
+    # hidden directories and unknown suffixes are not taken; a schema mapping is named, not scanned
+    assert [n for n in notes if "schema.json" in n] == [n for n in notes if "schema mapping" in n]
+    assert len(notes) == 1
+    # sorted by name: deterministic order whatever the file system gives
+    assert [f.name for f in files] == sorted(f.name for f in files)
+
+
+def test_include_and_exclude_globs() -> None:
+    files, _ = batch.discover_inputs([TREE], include=["a/*", "*.ddl", "*.sql"], exclude=["*_test.sql"])
+    assert sorted(_rel(files)) == ["a/x.sql", "a/y.hql", "b/z.ddl"]
+    files, _ = batch.discover_inputs([TREE], exclude=["logs/*", "exports/*"])
+    assert all(k == InputKind.SQL for k in _rel(files).values())
+    assert len(files) == 4
+
+
+def test_a_file_named_twice_is_scanned_once_and_missing_paths_are_refused() -> None:
+    files, _ = batch.discover_inputs([TREE / "a", TREE / "a" / "x.sql", TREE / "a"])
+    assert sorted(_rel(files)) == ["a/x.sql", "a/y.hql"]
+    from atlas_bridge.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="no-such-dir"):
+        batch.discover_inputs([TREE / "no-such-dir"])
+
+
+def test_query_field_option_decides_what_a_json_file_is(tmp_path: Path) -> None:
+    log = tmp_path / "events.json"
+    log.write_text('{"qtext": "INSERT INTO a SELECT b FROM c"}\n', encoding="utf-8")
+    assert batch.classify_file(log) == InputKind.SQLFLOW
+    assert batch.classify_file(log, query_field="QText") == InputKind.QUERY_LOG
+
+
+# ---------------------------------------------------------------------------------------------- query logs
+
+
+def _records(path: Path, **opts: object) -> tuple[list[batch.LogRecord], list[str]]:
+    problems: list = []
+    f = batch.InputFile(str(path), path.name, InputKind.QUERY_LOG, path.stat().st_size)
+    recs = list(batch.read_query_log(WorkUnit(f, 0, f.size), ScanOptions(**opts), problems))  # type: ignore[arg-type]
+    return recs, [f"{p.line}: {p.message}" for p in problems]
+
+
+def test_jsonl_query_log_reads_query_user_time_and_names_bad_lines() -> None:
+    recs, problems = _records(DATA / "queries.jsonl")
+    assert [(r.line, r.user, r.time_ms) for r in recs] == [
+        (1, "ann", 1717405200000),
+        (3, "bob", 1717405200000),
+        (6, "dan", 1717405400000),
+    ]
+    assert recs[0].query.startswith("INSERT INTO sales.daily")
+    assert [p.split(":")[0] for p in problems] == ["4", "5"]
+    assert "not a JSON object" in problems[0]
+    assert "no query text" in problems[1]
+
+
+def test_csv_query_log_detects_columns_and_keeps_multiline_queries() -> None:
+    recs, problems = _records(DATA / "queries.csv")
+    assert [(r.line, r.user) for r in recs] == [(2, "ann"), (6, "carl")]
+    assert recs[0].query == "INSERT INTO sales.daily\nSELECT d, SUM(x) AS x\nFROM sales.raw GROUP BY d"
+    assert recs[0].time_ms == 1717405200000
+    assert recs[1].time_ms == 1717405500000
+    assert recs[1].query == "SELECT \"quoted\", 'a,b' FROM sales.daily"
+    assert problems == ["5: record has no query text"]
+
+
+def test_csv_without_a_query_column_is_one_clear_problem(tmp_path: Path) -> None:
+    log = tmp_path / "log.csv"
+    log.write_text("a,b\n1,2\n", encoding="utf-8")
+    recs, problems = _records(log)
+    assert recs == []
+    assert len(problems) == 1
+    assert problems[0].startswith("1: no query text column")
+    recs, problems = _records(log, query_field="b")
+    assert [r.query for r in recs] == ["2"]
+
+
+def test_large_jsonl_logs_split_into_byte_ranges_that_lose_and_repeat_nothing(tmp_path: Path) -> None:
+    log = tmp_path / "big.jsonl"
+    lines = [json.dumps({"query": f"INSERT INTO t{i} SELECT x FROM s{'y' * (i % 17)}"}) for i in range(200)]
+    log.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    f = batch.InputFile(str(log), log.name, InputKind.QUERY_LOG, log.stat().st_size)
+    options = ScanOptions(chunk_bytes=997)  # ranges start and end mid-line
+    units = batch.plan_units([f], options)
+    assert len(units) > 5
+    seen: list[tuple[int, str]] = []
+    for unit in units:
+        seen.extend((r.line, r.query) for r in batch.read_query_log(unit, options, []))
+    assert seen == [(i + 1, f"INSERT INTO t{i} SELECT x FROM s{'y' * (i % 17)}") for i in range(200)]
+
+
+# ---------------------------------------------------------------------------------------------- planning
+
+
+def test_partitions_are_contiguous_and_balanced_by_bytes() -> None:
+    files = [
+        batch.InputFile(f"/x/{i:03}", f"{i:03}", InputKind.SQL, 100 if i % 2 else 300) for i in range(40)
+    ]
+    units = batch.plan_units(files, ScanOptions())
+    parts = batch.partition_units(units, 4)
+    assert [u for p in parts for u in p] == units  # order kept: merge order independent of parallelism
+    sizes = [sum(u.end - u.start for u in p) for p in parts]
+    assert max(sizes) - min(sizes) <= 300
+    assert batch.partition_units(units[:2], 8) == [[units[0]], [units[1]]]
+
+
+def test_statement_count_ignores_semicolons_in_strings_and_comments() -> None:
+    text = (TREE / "a" / "x.sql").read_text(encoding="utf-8")
+    assert batch.count_statements(text) == 1
+    assert batch.count_statements("a; b;\n-- c;\n/* d; */ 'e;'; `f;g`") == 4
+    assert batch.count_statements("  \n-- only a comment\n") == 0
+
+
+# ---------------------------------------------------------------------------------------------- resume state
+
+
+def test_sent_state_survives_a_torn_last_line_and_is_kept_per_target(tmp_path: Path) -> None:
+    state = batch.SentState.for_target(tmp_path, "atlas:http://a|ns")
+    state.record("h1", 3)
+    state.record("h2", 4)
+    state.close()
+    with open(state.path, "a", encoding="utf-8") as fh:
+        fh.write('{"hash": "h3", "enti')  # the process died while writing
+    again = batch.SentState.for_target(tmp_path, "atlas:http://a|ns")
+    assert "h1" in again
+    assert "h2" in again
+    assert "h3" not in again
+    assert len(batch.SentState.for_target(tmp_path, "atlas:http://b|ns")) == 0
+
+
+def test_batch_hash_is_the_content_not_the_key_order() -> None:
+    a = {"entities": [{"typeName": "t", "attributes": {"x": 1, "y": 2}}], "referredEntities": {}}
+    b = {"referredEntities": {}, "entities": [{"attributes": {"y": 2, "x": 1}, "typeName": "t"}]}
+    assert batch.batch_hash(a) == batch.batch_hash(b)
+    b["entities"][0]["attributes"]["y"] = 3  # type: ignore[index]
+    assert batch.batch_hash(a) != batch.batch_hash(b)
+
+
+# ---------------------------------------------------------------------------------------------- on Spark
+
+REPO = Path(__file__).resolve().parent.parent
+WAREHOUSE = REPO / "examples" / "warehouse"
+NS = "test"
+
+
+@pytest.fixture
+def session(request: pytest.FixtureRequest) -> object:
+    """The run's one Spark session (tests/fixtures_spark.py); skipped until that fixture exists."""
+    try:
+        return request.getfixturevalue("spark")
+    except pytest.FixtureLookupError:
+        pytest.skip("the session-scoped 'spark' fixture is not available")
+
+
+def _warehouse_options() -> ScanOptions:
+    return ScanOptions(schema=json.loads((WAREHOUSE / "schema.json").read_text(encoding="utf-8")))
+
+
+class _Stop(Exception):
+    """Stands for the process dying mid-delivery."""
+
+
+class _Recording:
+    """A delivery that keeps what it was given (and can die after ``die_after`` batches)."""
+
+    def __init__(self, inner: batch.Delivery | None = None, die_after: int | None = None) -> None:
+        self.inner = inner
+        self.target = inner.target if inner is not None else "memory:test"  # resume state is per target
+        self.die_after = die_after
+        self.sent: list[str] = []
+
+    def send(self, b: dict) -> tuple[int, int] | None:  # type: ignore[type-arg]
+        if self.die_after is not None and len(self.sent) >= self.die_after:
+            raise _Stop
+        result = self.inner.send(b) if self.inner is not None else None
+        self.sent.append(batch.batch_hash(b))
+        return result
+
+    def close(self) -> None:
+        pass
+
+
+def _atlas(stub: object) -> tuple[object, batch.SinkDelivery]:
+    from atlas_bridge.atlas.client import AtlasClient
+    from atlas_bridge.atlas.sink import AtlasSink
+    from atlas_bridge.atlas.typedefs import register_typedefs
+
+    client = AtlasClient(stub.base_url, retries=0, backoff=0)  # type: ignore[attr-defined]
+    register_typedefs(client)
+    return client, batch.SinkDelivery(AtlasSink(client, spool_dir=None), f"atlas:{stub.base_url}")  # type: ignore[attr-defined]
+
+
+def _upstream(client: object, type_name: str, qualified_name: str) -> set[str]:
+    """qualifiedNames of every entity upstream of one, through the lineage API."""
+    lineage = client.get_lineage_by_qualified_name(type_name, qualified_name, direction="INPUT", depth=12)  # type: ignore[attr-defined]
+    names = {g: e["attributes"]["qualifiedName"] for g, e in lineage["guidEntityMap"].items()}
+    return set(names.values()) - {qualified_name}
+
+
+@pytest.mark.spark
+def test_scan_warehouse_into_atlas_then_again_changes_nothing(
+    session: object, atlas_stub: object, tmp_path: Path
+) -> None:
+    from atlas_bridge.naming import column_qualified_name, table_qualified_name
+
+    client, delivery = _atlas(atlas_stub)
+    summary = batch.scan(
+        [WAREHOUSE], delivery, namespace=NS, spark=session, options=_warehouse_options(), state_dir=tmp_path
+    )
+    assert summary.errors == [], [str(p) for p in summary.errors]
+    assert summary.delivery.errors == []
+    assert summary.delivery.created > 0
+    assert summary.extract.statements >= 20
+
+    fct = table_qualified_name("marts", "fct_orders", NS)
+    view = table_qualified_name("reporting", "v_customer_revenue", NS)
+    # table level, end to end: landing path -> staging -> mart -> view
+    up = _upstream(client, "atlas_bridge_view", view)
+    assert fct in up
+    assert {table_qualified_name("staging", t, NS) for t in ("stg_orders", "stg_order_items")} <= up
+    assert table_qualified_name("marts", "dim_customer", NS) in up
+    # column level: the view's revenue comes from the mart's amount, which comes from the order lines
+    col_up = _upstream(client, "atlas_bridge_column", column_qualified_name(view, "revenue"))
+    assert column_qualified_name(fct, "order_amount") in col_up
+    items = table_qualified_name("staging", "stg_order_items", NS)
+    assert {column_qualified_name(items, c) for c in ("quantity", "unit_price", "discount")} <= col_up
+    assert column_qualified_name(items, "line_no") not in col_up
+
+    entities = {e["guid"] for e in atlas_stub.active_entities()}  # type: ignore[attr-defined]
+    posts = len(atlas_stub.requests_to("POST", "/entity/bulk"))  # type: ignore[attr-defined]
+
+    # Same input, same state: every batch was acknowledged already, nothing is sent.
+    again = batch.scan(
+        [WAREHOUSE], delivery, namespace=NS, spark=session, options=_warehouse_options(), state_dir=tmp_path
+    )
+    assert again.delivery.sent == 0
+    assert again.delivery.skipped == summary.delivery.batches
+    assert len(atlas_stub.requests_to("POST", "/entity/bulk")) == posts  # type: ignore[attr-defined]
+
+    # Without the state (another machine, --no-resume): sent again, and Atlas creates nothing new.
+    fresh = batch.scan(
+        [WAREHOUSE],
+        delivery,
+        namespace=NS,
+        spark=session,
+        options=_warehouse_options(),
+        resume=False,
+        state_dir=tmp_path,
+    )
+    assert fresh.delivery.sent == summary.delivery.batches
+    assert fresh.delivery.created == 0
+    assert {e["guid"] for e in atlas_stub.active_entities()} == entities  # type: ignore[attr-defined]
+
+
+@pytest.mark.spark
+def test_warehouse_lineage_starts_at_the_landing_paths(session: object, atlas_stub: object) -> None:
+    """paths -> staging -> mart -> view: external tables' LOCATION and LOAD DATA INPATH feed staging."""
+    from atlas_bridge.naming import path_qualified_name, table_qualified_name
+
+    client, delivery = _atlas(atlas_stub)
+    summary = batch.scan([WAREHOUSE], delivery, namespace=NS, spark=session, options=_warehouse_options())
+    assert summary.delivery.errors == []
+    view = table_qualified_name("reporting", "v_customer_revenue", NS)
+    up = _upstream(client, "atlas_bridge_view", view)
+    assert path_qualified_name("hdfs://nameservice1/data/landing/orders", NS) in up
+    assert path_qualified_name("hdfs://nameservice1/data/landing/order_items", NS) in up
+    assert path_qualified_name("hdfs://nameservice1/data/inbound/crm/customers", NS) in up
+
+
+@pytest.mark.spark
+def test_a_delivery_that_dies_halfway_resumes_without_sending_twice(
+    session: object, atlas_stub: object, tmp_path: Path
+) -> None:
+    _client, atlas = _atlas(atlas_stub)
+    options = _warehouse_options()
+    dying = _Recording(atlas, die_after=3)
+    with pytest.raises(_Stop):
+        batch.scan(
+            [WAREHOUSE],
+            dying,
+            namespace=NS,
+            spark=session,
+            options=options,
+            state_dir=tmp_path,
+            max_entities=20,
+        )
+    assert len(dying.sent) == 3
+    created_before = len(atlas_stub.active_entities())  # type: ignore[attr-defined]
+
+    second = _Recording(atlas)
+    summary = batch.scan(
+        [WAREHOUSE], second, namespace=NS, spark=session, options=options, state_dir=tmp_path, max_entities=20
+    )
+    assert summary.delivery.skipped == 3
+    assert summary.delivery.batches > 6
+    assert summary.delivery.errors == []
+    assert not set(second.sent) & set(dying.sent)  # nothing sent twice
+    assert len(second.sent) == summary.delivery.batches - 3
+    # what the two runs sent together is exactly one whole run's batches
+    reference = _Recording()
+    calls: list[tuple[str, int, int]] = []
+    batch.scan(
+        [WAREHOUSE],
+        reference,
+        namespace=NS,
+        spark=session,
+        options=options,
+        max_entities=20,
+        progress=lambda *c: calls.append(c),
+    )
+    assert dying.sent + second.sent == reference.sent
+    # progress: every phase reported, each ending complete
+    assert {c[0] for c in calls} == {"extract", "merge", "deliver"}
+    assert all(max(d for p, d, _ in calls if p == ph) == t for ph, _, t in calls)
+    assert summary.delivery.created == len(atlas_stub.active_entities()) - created_before  # type: ignore[attr-defined]
+
+
+@pytest.mark.spark
+def test_atlas_going_down_mid_run_stops_cleanly_and_the_rerun_completes(
+    session: object, atlas_stub: object, tmp_path: Path
+) -> None:
+    _client, atlas = _atlas(atlas_stub)
+
+    class GoesDown(_Recording):
+        def send(self, b: dict) -> tuple[int, int] | None:  # type: ignore[type-arg]
+            if len(self.sent) == 2:
+                atlas_stub.refuse_connections()  # type: ignore[attr-defined]
+            return super().send(b)
+
+    first = batch.scan(
+        [WAREHOUSE],
+        GoesDown(atlas),
+        namespace=NS,
+        spark=session,
+        options=_warehouse_options(),
+        state_dir=tmp_path,
+        max_entities=20,
+    )
+    assert first.delivery.sent == 2
+    assert len(first.delivery.errors) == 1
+    assert "re-run to resume" in first.delivery.errors[0]
+    assert first.failed("error")
+    assert not first.failed("never")
+
+    atlas_stub.clear_faults()  # type: ignore[attr-defined]
+    second = batch.scan(
+        [WAREHOUSE],
+        atlas,
+        namespace=NS,
+        spark=session,
+        options=_warehouse_options(),
+        state_dir=tmp_path,
+        max_entities=20,
+    )
+    assert second.delivery.skipped == 2
+    assert second.delivery.sent == second.delivery.batches - 2
+    assert not second.failed("error")
+
+
+@pytest.mark.spark
+def test_cli_scan_writes_payloads_and_summary_and_rewrites_them_identically(
+    session: object, tmp_path: Path
+) -> None:
+    from click.testing import CliRunner
+
+    from atlas_bridge.cli import cli
+
+    out = tmp_path / "out"
+    runner = CliRunner()
+    result = runner.invoke(cli, ["scan", str(WAREHOUSE), "--to", str(out)])
+    assert result.exit_code == 0, result.output
+    summary = json.loads((out / "summary.json").read_text(encoding="utf-8"))
+    assert summary["errors"] == []
+    assert summary["files"]["by_kind"] == {"query_log": 1, "sql": 10}
+    assert summary["processes"] > 5
+    assert summary["entities"]["written_to_files"] == summary["entities"]["total"] > 0
+    assert "statements:" in result.output
+    assert "summary.json" in result.output
+    payloads = {p.name: p.read_bytes() for p in out.glob("*-entities.json")}
+    assert payloads
+
+    result = runner.invoke(cli, ["scan", str(WAREHOUSE), "--to", str(out)])
+    assert result.exit_code == 0, result.output
+    assert {p.name: p.read_bytes() for p in out.glob("*-entities.json")} == payloads
+
+
+@pytest.mark.spark
+def test_cli_exit_code_follows_fail_on(session: object, tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from atlas_bridge.cli import cli
+
+    bad = tmp_path / "bad.sql"
+    bad.write_text("INSERT INTO t2 SELECT a FROM t1;\nSELEC oops FROM;\n", encoding="utf-8")
+    runner = CliRunner()
+    result = runner.invoke(cli, ["scan", str(bad), "--to", str(tmp_path / "o1")])
+    assert result.exit_code == 1, result.output
+    assert "bad.sql:2" in result.output
+    errors = json.loads((tmp_path / "o1" / "summary.json").read_text(encoding="utf-8"))["errors"]
+    assert [(e["line"], e["kind"]) for e in errors] == [(2, errors[0]["kind"])]
+    result = runner.invoke(cli, ["scan", str(bad), "--to", str(tmp_path / "o2"), "--fail-on", "never"])
+    assert result.exit_code == 0, result.output
+    result = runner.invoke(cli, ["scan", str(bad), "--to", "atlas"])
+    assert result.exit_code == 2
+    assert "ATLAS_BRIDGE_REST_ADDRESS" in result.output
+
+
+@pytest.mark.spark
+def test_cli_scan_to_atlas_with_an_address_then_rerun_sends_nothing(
+    session: object, atlas_stub: object, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from click.testing import CliRunner
+
+    from atlas_bridge.cli import cli
+
+    monkeypatch.setenv("ATLAS_BRIDGE_REST_ADDRESS", atlas_stub.base_url)  # type: ignore[attr-defined]
+    args = ["scan", str(WAREHOUSE), "--to", "atlas", "--out", str(tmp_path), "--namespace", NS]
+    runner = CliRunner()
+    result = runner.invoke(cli, args)
+    assert result.exit_code == 0, result.output
+    first = json.loads((tmp_path / "summary.json").read_text(encoding="utf-8"))
+    assert first["entities"]["created"] > 0
+    assert first["target"] == f"atlas:{atlas_stub.base_url}"  # type: ignore[attr-defined]
+    assert not list(tmp_path.glob("*-entities.json"))  # nothing written as files
+
+    result = runner.invoke(cli, args)
+    assert result.exit_code == 0, result.output
+    second = json.loads((tmp_path / "summary.json").read_text(encoding="utf-8"))
+    assert second["batches"]["sent"] == 0
+    assert second["batches"]["skipped_already_acknowledged"] == first["batches"]["total"]
+    assert second["entities"]["created"] == 0

@@ -1,0 +1,438 @@
+"""The Spark hook on the run's real local session, into the Atlas stub (checked via its lineage API)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from atlas_stub import AtlasStub
+
+from atlas_bridge.atlas.client import AtlasClient
+from atlas_bridge.atlas.sink import AtlasSink
+from atlas_bridge.atlas.typedefs import register_typedefs
+from atlas_bridge.config import Settings
+from atlas_bridge.errors import ConfigError
+from atlas_bridge.spark import SparkHookHandle, _settings_from_conf, install, uninstall
+
+NS = "test"
+
+
+# ---------------------------------------------------------------------------------------------------------
+# helpers
+
+
+class Hooked:
+    def __init__(self, handle: SparkHookHandle, client: AtlasClient, stub: AtlasStub, spark: Any) -> None:
+        self.handle = handle
+        self.client = client
+        self.stub = stub
+        self.spark = spark
+
+    def sql(self, text: str) -> None:
+        self.spark.sql(text)
+
+    def flush(self) -> None:
+        assert self.handle.flush(timeout=60)
+
+    def guid(self, type_name: str, qn: str) -> str:
+        ent = self.stub.find(type_name, qn)
+        assert ent is not None, f"{type_name} {qn} not in Atlas; have: {self.names(type_name)}"
+        return str(ent["guid"])
+
+    def names(self, type_name: str) -> list[str]:
+        return sorted(e["attributes"]["qualifiedName"] for e in self.stub.active_entities(type_name))
+
+    def table_inputs(self, qn: str, type_name: str = "atlas_bridge_table") -> dict[str, set[str]]:
+        """Process name -> input dataset qualifiedNames, from GET /v2/lineage/{guid} (INPUT, depth 1)."""
+        guid = self.guid(type_name, qn)
+        lin = self.client.get_lineage(guid, direction="INPUT", depth=1)
+        ents = lin["guidEntityMap"]
+        out: dict[str, set[str]] = {}
+        for rel in lin["relations"]:
+            if rel["toEntityId"] == guid:
+                proc = rel["fromEntityId"]
+                out[ents[proc]["attributes"]["qualifiedName"]] = {
+                    ents[r["fromEntityId"]]["attributes"]["qualifiedName"]
+                    for r in lin["relations"]
+                    if r["toEntityId"] == proc
+                }
+        return out
+
+    def column_inputs(self, qn: str) -> dict[str, set[str]]:
+        """DIRECT / INDIRECT -> input qualifiedNames (no @ns) of one target column, via the lineage API."""
+        guid = self.guid("atlas_bridge_column", qn)
+        lin = self.client.get_lineage(guid, direction="INPUT", depth=1)
+        ents = lin["guidEntityMap"]
+        out: dict[str, set[str]] = {}
+        for rel in lin["relations"]:
+            if rel["toEntityId"] != guid:
+                continue
+            cl = rel["fromEntityId"]
+            dep = self.stub.entities[cl]["attributes"]["dependencyType"]
+            srcs = {
+                ents[r["fromEntityId"]]["attributes"]["qualifiedName"].removesuffix(f"@{NS}")
+                for r in lin["relations"]
+                if r["toEntityId"] == cl
+            }
+            out.setdefault(dep, set()).update(srcs)
+        return out
+
+    def column_lineage_attrs(self, qn: str, dep: str) -> dict[str, Any]:
+        for ent in self.stub.active_entities("atlas_bridge_column_lineage"):
+            a = ent["attributes"]
+            if a["qualifiedName"].endswith(f":{qn.removesuffix('@' + NS)}:{dep.lower()}"):
+                return dict(a)
+        raise AssertionError(f"no {dep} column lineage for {qn}")
+
+
+@pytest.fixture(scope="module")
+def base_tables(spark: Any) -> Any:
+    spark.sql("DROP TABLE IF EXISTS src")
+    spark.sql("DROP TABLE IF EXISTS customers")
+    spark.sql("DROP TABLE IF EXISTS hive_src")
+    spark.sql("CREATE TABLE src (id BIGINT, amount DOUBLE, cust INT, tag STRING) USING parquet")
+    spark.sql("INSERT INTO src VALUES (1, 10.0, 1, 'a'), (2, 25.5, 2, 'b'), (3, 99.0, 1, 'c')")
+    spark.sql("CREATE TABLE customers (id INT, name STRING, country STRING) USING parquet")
+    spark.sql("INSERT INTO customers VALUES (1, 'alice', 'DE'), (2, 'bob', 'FR')")
+    spark.sql("CREATE TABLE hive_src (id BIGINT, name STRING) STORED AS TEXTFILE")
+    spark.sql("INSERT INTO hive_src VALUES (1, 'x'), (2, 'y')")
+    return spark
+
+
+def _client(stub: AtlasStub) -> AtlasClient:
+    return AtlasClient(stub.base_url, retries=0, backoff=0)
+
+
+@pytest.fixture
+def hooked(base_tables: Any, atlas_stub: AtlasStub, tmp_path: Path) -> Iterator[Hooked]:
+    client = _client(atlas_stub)
+    register_typedefs(client)
+    sink = AtlasSink(client, spool_dir=tmp_path / "spool")
+    settings = Settings.load(namespace=NS, output_dir=tmp_path / "out")
+    # A long coalescing window: statements are emitted by their final event or by flush(), never by a timer.
+    handle = install(base_tables, settings=settings, sink=sink, coalesce_s=600)
+    yield Hooked(handle, client, atlas_stub, base_tables)
+    uninstall(base_tables)
+    assert handle.stats.callback_errors == 0
+    assert handle.stats.dropped == 0
+
+
+def drop(spark: Any, *tables: str) -> None:
+    for t in tables:
+        spark.sql(f"DROP TABLE IF EXISTS {t}")
+
+
+# ---------------------------------------------------------------------------------------------------------
+# tests on the real session
+
+pytestmark = pytest.mark.spark
+
+
+def test_ctas_join_aggregate_where(hooked: Hooked) -> None:
+    drop(hooked.spark, "agg_t")
+    hooked.sql(
+        "CREATE TABLE agg_t USING parquet AS SELECT c.country, sum(s.amount) AS total, count(*) AS n "
+        "FROM src s JOIN customers c ON s.cust = c.id WHERE s.amount > 5 GROUP BY c.country"
+    )
+    hooked.flush()
+    # one statement, two Spark events: one process, no process for the warehouse folder
+    procs = hooked.names("atlas_bridge_process")
+    assert len(procs) == 1
+    assert procs[0].startswith(f"default.agg_t@{NS}:")
+    assert hooked.table_inputs(f"default.agg_t@{NS}") == {
+        procs[0]: {f"default.src@{NS}", f"default.customers@{NS}"}
+    }
+    total = hooked.column_inputs(f"default.agg_t.total@{NS}")
+    assert total["DIRECT"] == {"default.src.amount"}
+    # WHERE amount, JOIN keys, GROUP BY country restrict the aggregate
+    assert total["INDIRECT"] == {
+        "default.src.amount",
+        "default.src.cust",
+        "default.customers.id",
+        "default.customers.country",
+    }
+    country = hooked.column_inputs(f"default.agg_t.country@{NS}")
+    assert country["DIRECT"] == {"default.customers.country"}
+    assert hooked.column_lineage_attrs(f"default.agg_t.total@{NS}", "DIRECT")["effect"] == "AGGREGATION"
+    assert hooked.column_lineage_attrs(f"default.agg_t.country@{NS}", "DIRECT")["effect"] == "EXACT_COPY"
+    n = hooked.column_inputs(f"default.agg_t.n@{NS}")
+    assert "DIRECT" not in n  # count(*) copies no column
+    assert "default.src" in n["INDIRECT"]  # ... it counts src's rows (the table itself)
+
+
+def test_insert_into_and_insert_overwrite(hooked: Hooked) -> None:
+    drop(hooked.spark, "tgt")
+    hooked.sql("CREATE TABLE tgt (id BIGINT, amount_x2 DOUBLE, tag STRING) USING parquet")
+    hooked.sql("INSERT INTO tgt SELECT id, amount * 2, concat(tag, '_', cust) FROM src WHERE amount > 20")
+    hooked.sql("INSERT OVERWRITE TABLE tgt SELECT id, amount, tag FROM src")
+    hooked.flush()
+    inputs = hooked.table_inputs(f"default.tgt@{NS}")
+    assert len(inputs) == 2  # two statements, two processes
+    assert set(map(frozenset, inputs.values())) == {frozenset({f"default.src@{NS}"})}
+    types = {e["attributes"]["name"] for e in hooked.stub.active_entities("atlas_bridge_process")}
+    assert types == {"Insert into default.tgt", "Insert overwrite default.tgt"}
+    tag = hooked.column_inputs(f"default.tgt.tag@{NS}")
+    assert tag["DIRECT"] == {"default.src.tag", "default.src.cust"}
+    assert tag["INDIRECT"] == {"default.src.amount"}  # only the first statement filters
+    amount = hooked.column_lineage_attrs(f"default.tgt.amount_x2@{NS}", "DIRECT")
+    assert "(amount * CAST(2 AS DOUBLE))" in amount["expression"]
+
+
+def test_save_as_table_one_process(hooked: Hooked) -> None:
+    drop(hooked.spark, "sat")
+    hooked.spark.table("src").selectExpr("id", "amount + 1 AS amount_plus").write.saveAsTable("sat")
+    hooked.flush()
+    assert len(hooked.names("atlas_bridge_process")) == 1  # three events, one process
+    assert hooked.column_inputs(f"default.sat.amount_plus@{NS}") == {"DIRECT": {"default.src.amount"}}
+    assert hooked.handle.stats.superseded >= 1
+
+
+def test_parquet_and_csv_paths(hooked: Hooked, tmp_path: Path) -> None:
+    csv_dir, pq_dir = tmp_path / "csv_out", tmp_path / "pq_out"
+    drop(hooked.spark, "from_pq")
+    hooked.spark.table("customers").write.option("header", True).mode("overwrite").csv(str(csv_dir))
+    df = hooked.spark.read.option("header", True).csv(str(csv_dir))
+    df.selectExpr("cast(id AS INT) AS id", "upper(name) AS name_u").write.mode("overwrite").parquet(
+        str(pq_dir)
+    )
+    hooked.spark.read.parquet(str(pq_dir)).where("id > 1").write.saveAsTable("from_pq")
+    hooked.flush()
+    csv_qn, pq_qn = f"{csv_dir}@{NS}", f"{pq_dir}@{NS}"
+    assert set(hooked.table_inputs(csv_qn, "atlas_bridge_path").popitem()[1]) == {f"default.customers@{NS}"}
+    assert set(hooked.table_inputs(pq_qn, "atlas_bridge_path").popitem()[1]) == {csv_qn}
+    assert set(hooked.table_inputs(f"default.from_pq@{NS}").popitem()[1]) == {pq_qn}
+    name_u = hooked.column_inputs(f"{pq_dir}#name_u@{NS}")
+    assert name_u == {"DIRECT": {f"{csv_dir}#name"}}
+    from_pq_id = hooked.column_inputs(f"default.from_pq.id@{NS}")
+    assert from_pq_id == {"DIRECT": {f"{pq_dir}#id"}, "INDIRECT": {f"{pq_dir}#id"}}
+
+
+def test_temp_view_chain_resolves_to_sources(hooked: Hooked) -> None:
+    drop(hooked.spark, "chain_t")
+    hooked.spark.table("src").where("cust = 1").createOrReplaceTempView("tv1")
+    hooked.sql("CREATE OR REPLACE TEMP VIEW tv2 AS SELECT id, amount * 10 AS amt10 FROM tv1")
+    hooked.sql("CREATE TABLE chain_t USING parquet AS SELECT * FROM tv2")
+    hooked.flush()
+    assert hooked.names("atlas_bridge_view") == []  # temp views are no Atlas entities
+    assert set(hooked.table_inputs(f"default.chain_t@{NS}").popitem()[1]) == {f"default.src@{NS}"}
+    assert hooked.column_inputs(f"default.chain_t.amt10@{NS}") == {
+        "DIRECT": {"default.src.amount"},
+        "INDIRECT": {"default.src.cust"},
+    }
+
+
+def test_persistent_view(hooked: Hooked) -> None:
+    hooked.sql("DROP VIEW IF EXISTS v_big")
+    hooked.sql("CREATE VIEW v_big AS SELECT id, amount FROM src WHERE amount > 20")
+    hooked.flush()
+    assert set(hooked.table_inputs(f"default.v_big@{NS}", "atlas_bridge_view").popitem()[1]) == {
+        f"default.src@{NS}"
+    }
+
+
+def test_window_and_union(hooked: Hooked) -> None:
+    drop(hooked.spark, "wu")
+    hooked.sql("CREATE TABLE wu (id BIGINT, amount DOUBLE, tag STRING) USING parquet")
+    hooked.sql(
+        "INSERT INTO wu SELECT id, CASE WHEN rn = 1 THEN amount ELSE 0 END, tag FROM ("
+        "SELECT id, amount, tag, row_number() OVER (PARTITION BY cust ORDER BY amount DESC) AS rn FROM src) "
+        "UNION ALL SELECT id, amount, 'u' FROM src"
+    )
+    hooked.flush()
+    amount = hooked.column_inputs(f"default.wu.amount@{NS}")
+    assert amount["DIRECT"] == {"default.src.amount"}
+    assert amount["INDIRECT"] == {"default.src.amount", "default.src.cust"}
+    assert hooked.column_lineage_attrs(f"default.wu.amount@{NS}", "INDIRECT")["clauses"] == ["window"]
+    assert hooked.column_inputs(f"default.wu.tag@{NS}") == {"DIRECT": {"default.src.tag"}}
+
+
+def test_hive_table_insert(hooked: Hooked) -> None:
+    drop(hooked.spark, "hive_tgt")
+    hooked.sql("CREATE TABLE hive_tgt (id BIGINT, name_upper STRING) STORED AS TEXTFILE")
+    hooked.sql("INSERT INTO hive_tgt SELECT id, upper(name) FROM hive_src WHERE id > 0")
+    hooked.flush()
+    assert hooked.column_inputs(f"default.hive_tgt.name_upper@{NS}") == {
+        "DIRECT": {"default.hive_src.name"},
+        "INDIRECT": {"default.hive_src.id"},
+    }
+
+
+def test_rename(hooked: Hooked) -> None:
+    drop(hooked.spark, "r1", "r2")
+    hooked.sql("CREATE TABLE r1 USING parquet AS SELECT id FROM src")
+    hooked.sql("ALTER TABLE r1 RENAME TO r2")
+    hooked.flush()
+    (inputs,) = [v for k, v in hooked.table_inputs(f"default.r2@{NS}").items()]
+    assert inputs == {f"default.r1@{NS}"}
+
+
+def test_plain_queries_ignored(hooked: Hooked) -> None:
+    before = hooked.handle.stats.skipped
+    hooked.spark.table("src").where("amount > 1").collect()
+    hooked.spark.table("src").count()
+    hooked.flush()
+    assert hooked.handle.stats.skipped >= before + 2
+    assert hooked.names("atlas_bridge_process") == []
+
+
+def test_install_is_idempotent_and_uninstall_unregisters(hooked: Hooked) -> None:
+    spark = hooked.spark
+    assert install(spark) is hooked.handle
+    listeners = spark._jsparkSession.listenerManager().listListeners()
+    assert len(listeners) == 1
+    assert uninstall(spark)
+    assert len(spark._jsparkSession.listenerManager().listListeners()) == 0
+    assert not uninstall(spark)
+
+
+def test_same_statement_same_process_across_runs(hooked: Hooked) -> None:
+    for _ in range(2):
+        drop(hooked.spark, "again_t")
+        hooked.sql("CREATE TABLE again_t USING parquet AS SELECT id, upper(tag) AS t FROM src")
+        hooked.flush()
+    assert len(hooked.names("atlas_bridge_process")) == 1
+    assert len(hooked.names("atlas_bridge_process_execution")) == 2  # each run recorded
+
+
+def test_repeated_insert_is_two_runs_of_one_process(hooked: Hooked) -> None:
+    drop(hooked.spark, "rep")
+    hooked.sql("CREATE TABLE rep (id BIGINT) USING parquet")
+    for _ in range(3):
+        hooked.sql("INSERT INTO rep SELECT id FROM src")  # same exprIds each time: must not merge
+    hooked.flush()
+    assert len(hooked.names("atlas_bridge_process")) == 1
+    assert len(hooked.names("atlas_bridge_process_execution")) == 3
+
+
+def test_atlas_down_then_back_nothing_lost_or_duplicated(
+    base_tables: Any, atlas_stub: AtlasStub, tmp_path: Path
+) -> None:
+    spark = base_tables
+    client = _client(atlas_stub)
+    register_typedefs(client)
+    spool = tmp_path / "spool"
+    settings = Settings.load(namespace=NS, output_dir=tmp_path / "out")
+    handle = install(spark, settings=settings, sink=AtlasSink(client, spool_dir=spool), coalesce_s=600)
+    atlas_stub.refuse_connections()
+    drop(spark, "down1", "down2")
+    spark.sql("CREATE TABLE down1 USING parquet AS SELECT id, amount FROM src")  # the job goes on
+    spark.sql("CREATE TABLE down2 USING parquet AS SELECT id FROM down1")
+    assert handle.flush(60)
+    assert atlas_stub.find("atlas_bridge_table", f"default.down1@{NS}") is None
+    assert any(spool.iterdir())
+    uninstall(spark)  # end of the job while Atlas is still down: the spool stays
+    assert handle.stats.emit_errors == 0
+
+    atlas_stub.clear_faults()  # Atlas is back; the next job sends what the last one kept
+    handle2 = install(spark, settings=settings, sink=AtlasSink(client, spool_dir=spool), coalesce_s=600)
+    assert handle2 is not handle
+    assert handle2.flush(60)
+    uninstall(spark)
+    h = Hooked(handle2, client, atlas_stub, spark)
+    assert set(h.table_inputs(f"default.down2@{NS}").popitem()[1]) == {f"default.down1@{NS}"}
+    assert h.column_inputs(f"default.down1.amount@{NS}") == {"DIRECT": {"default.src.amount"}}
+    assert len(h.names("atlas_bridge_process")) == 2
+    assert len(h.names("atlas_bridge_process_execution")) == 2
+    posts = len(atlas_stub.requests_to("POST", "/entity/bulk"))
+    assert AtlasSink(client, spool_dir=spool).spool_pending() == 0
+    assert len(atlas_stub.requests_to("POST", "/entity/bulk")) == posts  # nothing sent twice
+
+
+class _BlockingSink:
+    def __init__(self) -> None:
+        self.release = threading.Event()
+        self.batches: list[dict[str, Any]] = []
+
+    def emit(self, batch: dict[str, Any]) -> None:
+        self.release.wait(60)
+        self.batches.append(batch)
+
+    def close(self) -> None:
+        pass
+
+
+def test_full_queue_drops_and_counts_never_blocks(base_tables: Any, tmp_path: Path) -> None:
+    spark = base_tables
+    sink = _BlockingSink()
+    settings = Settings.load(namespace=NS, output_dir=tmp_path / "out", queue_size=1)
+    handle = install(spark, settings=settings, sink=sink)
+    try:
+        for i in range(4):
+            spark.sql(f"CREATE OR REPLACE VIEW qv{i} AS SELECT id FROM src")
+        spark.sparkContext._jsc.sc().listenerBus().waitUntilEmpty(60000)
+        assert handle.stats.dropped >= 2
+        sink.release.set()
+        assert handle.flush(60)
+        assert handle.stats.processes + handle.stats.dropped == 4
+    finally:
+        sink.release.set()
+        uninstall(spark)
+    for i in range(4):
+        spark.sql(f"DROP VIEW IF EXISTS qv{i}")
+
+
+class _FailingSink:
+    def emit(self, batch: dict[str, Any]) -> None:
+        msg = "boom"
+        raise RuntimeError(msg)
+
+    def close(self) -> None:
+        pass
+
+
+def test_failing_sink_never_fails_the_job(base_tables: Any, tmp_path: Path) -> None:
+    spark = base_tables
+    handle = install(spark, settings=Settings.load(namespace=NS, output_dir=tmp_path), sink=_FailingSink())
+    try:
+        drop(spark, "fs_t")
+        spark.sql("CREATE TABLE fs_t USING parquet AS SELECT id FROM src")
+        assert spark.table("fs_t").count() == 3
+        assert handle.flush(60)
+        assert handle.stats.emit_errors == 1
+    finally:
+        uninstall(spark)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# no Spark needed
+
+
+def test_spark_connect_is_refused() -> None:
+    class ConnectSession:
+        pass
+
+    ConnectSession.__module__ = "pyspark.sql.connect.session"
+    with pytest.raises(ConfigError, match="Spark Connect"):
+        install(ConnectSession())
+
+
+def test_importable_without_pyspark() -> None:
+    code = "import sys, atlas_bridge.spark; assert 'pyspark' not in sys.modules; print('ok')"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "ok"
+
+
+def test_spark_conf_keys_mirror_atlas_properties() -> None:
+    fields, knobs = _settings_from_conf(
+        {
+            "spark.atlas.rest.address": "http://a:21000,http://b:21000",
+            "spark.atlas.metadata.namespace": "prod",
+            "spark.atlas.hook.atlas_bridge.queueSize": "7",
+            "spark.atlas.hook.atlas_bridge.disabled": "true",
+            "spark.atlas.hook.atlas_bridge.resultsets": "true",
+            "spark.atlas.client.password": "s3cret",
+        }
+    )
+    s = Settings.load(**fields)
+    assert s.rest_address == ["http://a:21000", "http://b:21000"]
+    assert s.namespace == "prod"
+    assert s.queue_size == 7
+    assert s.disabled
+    assert s.password is not None
+    assert s.password.get_secret_value() == "s3cret"
+    assert knobs == {"resultsets": "true"}

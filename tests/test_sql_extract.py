@@ -1,0 +1,343 @@
+"""Unit tests of the SQL extractor: statements, resolution rules, isolation, positions, determinism."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from atlas_bridge import extract_sql_lineage
+from atlas_bridge.errors import ExtractionError
+from atlas_bridge.extractors.sql.core import ScriptState, StatementContext, StatementTimeout
+from atlas_bridge.extractors.sql.schema import SchemaIndex
+from atlas_bridge.extractors.sql.split import LineIndex, split_statements
+from atlas_bridge.extractors.sql import resolve_dialect
+from atlas_bridge.graph import end_to_end, relation_lines, table_level
+from atlas_bridge.model import (
+    ORPHAN_TABLE,
+    ClauseType,
+    DatasetKind,
+    Effect,
+    FlowKind,
+    Lineage,
+    RelationType,
+    Severity,
+    query_hash,
+)
+
+
+def e2e_lines(sql: str, dialect: str | None = None, schema: dict | None = None, **kw: object) -> set[str]:
+    result = extract_sql_lineage(sql, dialect, schema, **kw)  # type: ignore[arg-type]
+    assert result.ok, [str(p) for p in result.problems]
+    return set(relation_lines(end_to_end(result.lineage)))
+
+
+# -- statements -----------------------------------------------------------------------------------------
+
+
+def test_insert_with_column_list_maps_by_position() -> None:
+    lines = e2e_lines("INSERT INTO t (x, y) SELECT a, b + 1 FROM s")
+    assert lines == {"s.a -> fdd -> t.x", "s.b -> fdd -> t.y"}
+
+
+def test_insert_without_column_list_uses_schema_order_and_skips_static_partitions() -> None:
+    schema = {"db": {"t": {"x": "int", "y": "int", "dt": "string"}, "s": {"a": "int", "b": "int"}}}
+    lines = e2e_lines(
+        "INSERT OVERWRITE TABLE db.t PARTITION (dt='2024') SELECT b, a FROM db.s", "hive", schema
+    )
+    assert lines == {"db.s.b -> fdd -> db.t.x", "db.s.a -> fdd -> db.t.y"}
+
+
+def test_insert_without_schema_maps_by_name() -> None:
+    assert e2e_lines("INSERT INTO t SELECT a AS x FROM s") == {"s.a -> fdd -> t.x"}
+
+
+def test_insert_by_name_ignores_the_schema_order() -> None:
+    schema = {"t": {"y": "int", "x": "int"}, "s": {"a": "int", "b": "int"}}
+    lines = e2e_lines("INSERT INTO t BY NAME SELECT a AS x, b AS y FROM s", "spark", schema)
+    assert lines == {"s.a -> fdd -> t.x", "s.b -> fdd -> t.y"}
+
+
+def test_insert_process_and_target_edges() -> None:
+    result = extract_sql_lineage(
+        "-- load\nINSERT OVERWRITE TABLE sales.o SELECT id FROM raw.o", "hive", file="f.sql"
+    )
+    lin = result.lineage
+    (proc,) = lin.processes
+    sql = "INSERT OVERWRITE TABLE sales.o SELECT id FROM raw.o"
+    assert proc.id == f"process:{query_hash(sql)[:16]}"
+    assert (proc.type, proc.name, proc.statement_index, proc.sql, proc.source_file) == (
+        "insert_overwrite",
+        "Insert overwrite sales.o",
+        1,
+        sql,
+        "f.sql",
+    )
+    assert proc.span is not None and (proc.span.line, proc.span.column) == (2, 1)
+    assert lin.dataset("table:sales.o").process_ids == (proc.id,)
+    into = [r for r in lin.relations if r.target.dataset_id == "table:sales.o"]
+    assert into and all(r.process_id == proc.id and r.effect_type == "insert" for r in into)
+    (tl_edge,) = table_level(lin).edges
+    assert (tl_edge.source, tl_edge.process_id, tl_edge.target) == ("table:raw.o", proc.id, "table:sales.o")
+
+
+def test_repeated_statement_text_gets_numbered_process_ids() -> None:
+    sql = "insert into t select a from s;\ninsert into t select a from s;"
+    ids = [p.id for p in extract_sql_lineage(sql).lineage.processes]
+    assert len(ids) == 2 and ids[1] == ids[0] + "#2"
+
+
+def test_bare_select_has_no_process_and_resultsets_numbered_over_the_script() -> None:
+    lin = extract_sql_lineage("select a from t; select b from u union select c from v").lineage
+    assert not lin.processes
+    names = sorted(d.name for d in lin.datasets if d.kind is DatasetKind.RESULTSET)
+    assert names == ["RESULT_OF_UNION-1", "RS-1", "RS-2", "RS-3"]
+    union = next(d for d in lin.datasets if d.name == "RESULT_OF_UNION-1")
+    assert union.sub_type == "select_union"
+
+
+def test_create_view_with_column_list_and_ctas() -> None:
+    sql = "create view v (x) as select a from t;\ncreate table c as select x from v"
+    result = extract_sql_lineage(sql)
+    lin = result.lineage
+    assert {p.type for p in lin.processes} == {"create_view", "create_table_as_select"}
+    assert lin.dataset("table:v").kind is DatasetKind.VIEW
+    assert set(relation_lines(end_to_end(lin))) == {"t.a -> fdd -> v.x", "v.x -> fdd -> c.x"}
+
+
+def test_create_table_ddl_teaches_later_statements_the_columns() -> None:
+    sql = "create table t (x int, y int);\ninsert into t select a, b from s"
+    assert e2e_lines(sql) == {"s.a -> fdd -> t.x", "s.b -> fdd -> t.y"}
+
+
+def test_with_insert_and_recursive_cte() -> None:
+    sql = (
+        "with recursive r (n) as (select id from seed union all select n + 1 from r where n < 10)\n"
+        "insert into out_t select n from r"
+    )
+    lines = e2e_lines(sql, "postgres")
+    assert "seed.id -> fdd -> out_t.n" in lines
+    lin = extract_sql_lineage(sql, "postgres").lineage
+    cte = next(d for d in lin.datasets if d.name == "r")
+    assert cte.sub_type == "with_cte"
+
+
+def test_union_feeds_positionally() -> None:
+    assert e2e_lines("insert into t select a from x union all select b from y") == {
+        "x.a -> fdd -> t.a",
+        "y.b -> fdd -> t.a",
+    }
+
+
+# -- resolution rules -----------------------------------------------------------------------------------
+
+
+def test_window_partition_and_order_are_fdr_window() -> None:
+    lin = extract_sql_lineage("select sum(v) over (partition by p order by o) s from t").lineage
+    rels = {(r.source.column, r.type, r.clause_type) for r in end_to_end(lin).relations}
+    assert ("v", RelationType.FDD, None) in rels
+    assert ("p", RelationType.FDR, ClauseType.WINDOW) in rels
+    assert ("o", RelationType.FDR, ClauseType.WINDOW) in rels
+
+
+def test_effects_and_transforms() -> None:
+    lin = extract_sql_lineage(
+        "select a, b as bb, upper(c) cu, sum(d) sd, count(*) n from t group by a, b, c"
+    ).lineage
+    by_target = {}
+    for r in lin.relations:
+        if r.type is RelationType.FDD or r.flow is FlowKind.DATA_FLOW:
+            by_target[r.target.column] = r
+    assert by_target["a"].effect is Effect.EXACT_COPY and by_target["a"].transform is None
+    assert by_target["bb"].effect is Effect.EXACT_COPY and by_target["bb"].transform == "b AS bb"
+    assert by_target["cu"].effect is Effect.MODIFIED_COPY and by_target["cu"].transform == "UPPER(c)"
+    assert by_target["cu"].function == "UPPER"
+    assert by_target["sd"].effect is Effect.AGGREGATION and by_target["sd"].function == "SUM"
+    count = by_target["n"]
+    assert (count.source.column, count.type, count.effect) == (
+        "PseudoRows",
+        RelationType.FDR,
+        Effect.AGGREGATION,
+    )
+
+
+def test_group_by_flows_are_groups_and_where_restricts() -> None:
+    lin = extract_sql_lineage("select k, sum(v) s from t where f = 1 group by k").lineage
+    flows = {(r.source.column, r.target.column, r.flow) for r in lin.relations}
+    assert ("k", "s", FlowKind.GROUPS) in flows
+    assert ("f", "s", FlowKind.RESTRICTS) in flows
+    assert ("f", "PseudoRows", FlowKind.RESTRICTS) in flows
+
+
+def test_star_kept_without_schema_and_expanded_with_it() -> None:
+    assert e2e_lines("insert into t select * from s") == {"s.* -> fdd -> t.*"}
+    schema = {"s": {"a": "int", "b": "int"}}
+    assert e2e_lines("insert into t select * from s", schema=schema) == {
+        "s.a -> fdd -> t.a",
+        "s.b -> fdd -> t.b",
+    }
+
+
+def test_star_through_subquery_resolves_named_columns_without_schema() -> None:
+    assert e2e_lines("insert into t select x.a from (select * from s) x") == {"s.a -> fdd -> t.a"}
+
+
+def test_unplaceable_column_goes_to_orphan_table_with_a_warning() -> None:
+    result = extract_sql_lineage("select a from t1, t2")
+    (warning,) = result.problems
+    assert warning.severity is Severity.WARNING and warning.kind == "orphan_column"
+    assert (warning.line, warning.column, warning.statement_index) == (1, 8, 1)
+    (rel,) = [r for r in result.lineage.relations if r.type is RelationType.FDD]
+    assert rel.source.dataset_id.endswith(ORPHAN_TABLE) and rel.effect is Effect.AMBIGUOUS
+    orphan = result.lineage.dataset(rel.source.dataset_id)
+    assert orphan.kind is DatasetKind.PSEUDO_TABLE
+
+
+def test_schema_places_columns_among_several_tables() -> None:
+    schema = {"t1": {"a": "int"}, "t2": {"b": "int"}}
+    assert e2e_lines("insert into t select a, b from t1, t2", schema=schema) == {
+        "t1.a -> fdd -> t.a",
+        "t2.b -> fdd -> t.b",
+    }
+
+
+def test_correlated_subquery_and_exists() -> None:
+    sql = "insert into t select a from s where exists (select 1 from u where u.k = s.k and u.f > 0)"
+    lines = e2e_lines(sql)
+    assert {"s.a -> fdd -> t.a", "u.f -> fdr -> t.PseudoRows", "s.k -> fdr -> t.PseudoRows"} <= lines
+
+
+def test_lateral_alias_reference() -> None:
+    assert e2e_lines("insert into t select a + 1 as x, x * 2 as y from s", "snowflake") == {
+        "s.a -> fdd -> t.x",
+        "s.a -> fdd -> t.y",
+    }
+
+
+def test_join_relation_and_using() -> None:
+    result = extract_sql_lineage("select a.v from a join b on a.k = b.k join c using (z)")
+    lin = result.lineage
+    joins = [(r.source.dataset_id, r.target.dataset_id) for r in lin.relations if r.type is RelationType.JOIN]
+    assert joins == [("table:a", "table:b")]
+    fdr = {r.source.dataset_id for r in lin.relations if r.clause_type is ClauseType.JOIN}
+    assert fdr == {"table:a", "table:b", "table:c"}
+
+
+def test_default_db_qualifies_tables() -> None:
+    assert e2e_lines("insert into t select a from s", default_db="dw") == {"dw.s.a -> fdd -> dw.t.a"}
+
+
+def test_column_spelling_is_shared_across_statements() -> None:
+    lin = extract_sql_lineage("select SAL from emp; select sal from emp").lineage
+    assert [c.name for c in lin.dataset("table:emp").columns] == ["SAL"]
+
+
+def test_alter_table_rename_and_swap() -> None:
+    lin = extract_sql_lineage("alter table db.t2 rename to t3").lineage
+    assert relation_lines(lin) == ["db.t2.PseudoRows -> fdd -> db.t3.PseudoRows"]
+    lin = extract_sql_lineage("alter table a swap with b", "snowflake").lineage
+    assert relation_lines(lin) == [
+        "a.PseudoRows -> fdd -> b.PseudoRows",
+        "b.PseudoRows -> fdd -> a.PseudoRows",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("dialect", "sql"),
+    [
+        ("spark", "insert overwrite table t select `a` from s"),
+        ("hive", "insert into table t select a from s"),
+        ("ansi", 'insert into t select "a" from s'),
+        ("snowflake", "insert into t select a from s qualify row_number() over (order by a) = 1"),
+        ("bigquery", "insert into `p.d.t` (a) select a from `p.d.s`"),
+        ("tsql", "insert into t select top 10 [a] from s"),
+        ("oracle", "insert into t select a from s where rownum < 10"),
+        ("postgres", "insert into t select a::int from s"),
+        ("mysql", "insert into t select `a` from s limit 1"),
+        ("teradata", "insert into t sel a from s"),
+        (None, "insert into t select a from s"),
+    ],
+)
+def test_dialects(dialect: str | None, sql: str) -> None:
+    result = extract_sql_lineage(sql, dialect)
+    assert result.ok, [str(p) for p in result.problems]
+    e2e = end_to_end(result.lineage)
+    assert any(r.source.column == "a" and r.type is RelationType.FDD for r in e2e.relations)
+
+
+def test_unknown_dialect_is_a_clear_error() -> None:
+    with pytest.raises(ExtractionError, match="unknown SQL dialect"):
+        extract_sql_lineage("select 1", "no-such-dialect")
+
+
+# -- isolation, positions, budget, determinism -----------------------------------------------------------
+
+FIVE = """insert into t1 select a from s1;
+insert into t2 select 'x;y' as b /* ; */ from s2; -- ; comment
+insert into t3 select from where;
+insert into t4
+  select d from s4;
+insert into t5 select e from s5
+"""
+
+
+def test_third_of_five_broken_keeps_the_other_four() -> None:
+    result = extract_sql_lineage(FIVE, file="five.sql")
+    (problem,) = result.problems
+    assert (problem.file, problem.statement_index, problem.line, problem.column) == ("five.sql", 3, 3, 28)
+    assert problem.kind == "parse" and problem.severity is Severity.ERROR
+    assert str(problem).startswith("five.sql:3:28: statement 3 error: cannot parse")
+    targets = {r.target.dataset_id for r in end_to_end(result.lineage).relations}
+    assert targets == {"table:t1", "table:t4", "table:t5"}  # t2 gets a constant only
+    assert sorted(p.statement_index or 0 for p in result.lineage.processes) == [1, 2, 4, 5]
+    t4 = next(p for p in result.lineage.processes if p.statement_index == 4)
+    assert t4.span is not None and (t4.span.line, t4.span.column, t4.span.end_line) == (4, 1, 5)
+
+
+def test_split_keeps_semicolons_in_strings_and_comments() -> None:
+    chunks = split_statements(FIVE, resolve_dialect(None))
+    assert len(chunks) == 5
+    assert FIVE[chunks[1].start : chunks[1].end] == "insert into t2 select 'x;y' as b /* ; */ from s2"
+
+
+def test_unterminated_string_only_costs_its_statement() -> None:
+    sql = "insert into t select a from s;\nselect 'oops from u"
+    result = extract_sql_lineage(sql)
+    (problem,) = result.problems
+    assert (problem.statement_index, problem.line, problem.kind) == (2, 2, "parse")
+    assert relation_lines(end_to_end(result.lineage)) == ["s.a -> fdd -> t.a"]
+
+
+def test_time_budget_reports_a_timeout_per_statement() -> None:
+    result = extract_sql_lineage("select a from t; select b from u", time_budget_s=0.0)
+    assert [(p.kind, p.statement_index) for p in result.problems] == [("timeout", 1), ("timeout", 2)]
+    assert not result.lineage.relations
+
+
+def test_cooperative_check_raises_once_the_deadline_passed() -> None:
+    text = "select 1"
+    state = ScriptState(schema=SchemaIndex(), dialect=resolve_dialect(None), text=text, lines=LineIndex(text))
+    ctx = StatementContext(state, index=1, start=0, end=len(text), deadline=time.monotonic() - 1)
+    with pytest.raises(StatementTimeout):
+        for _ in range(64):
+            ctx.check()
+
+
+def test_same_input_gives_byte_identical_json() -> None:
+    schema = {"s": {"a": "int", "b": "int"}, "u": {"k": "int", "c": "int"}}
+    sql = FIVE + ";\ncreate view v as with w as (select * from s) select w.a, u.c from w join u on w.a = u.k"
+    first = extract_sql_lineage(sql, None, schema).lineage.to_json()
+    second = extract_sql_lineage(sql, None, dict(reversed(list(schema.items())))).lineage.to_json()
+    assert first == second
+    assert Lineage.model_validate_json(first).to_json() == first
+
+
+def test_fast_construction_matches_the_validators() -> None:
+    """The builder skips per-object validation; what it builds must equal what validation would give."""
+    from atlas_bridge.model import Dataset, Relation
+
+    lin = extract_sql_lineage(FIVE + ";\nselect k, sum(v) over (partition by p) from t group by k").lineage
+    for ds in lin.datasets:
+        assert Dataset.model_validate(ds.model_dump()) == ds
+    for rel in lin.relations:
+        assert Relation.model_validate(rel.model_dump(exclude={"flow"})) == rel
