@@ -621,6 +621,7 @@ def extract_partition(units: Iterable[WorkUnit], options: ScanOptions) -> Iterat
     """
     from atlas_bridge.graph import end_to_end
 
+    cpu0 = time.process_time()
     files: dict[str, dict[str, Any]] = {}
     problems: list[Problem] = []
 
@@ -644,6 +645,7 @@ def extract_partition(units: Iterable[WorkUnit], options: ScanOptions) -> Iterat
         "files": files,
         "problems": [p.model_dump(mode="json", exclude_defaults=True) for p in problems],
         "max_rss_kb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
+        "cpu_s": time.process_time() - cpu0,
     }
     yield json.dumps(header, sort_keys=True), merged.model_dump_json(exclude_defaults=True, exclude=_NO_SPANS)
 
@@ -698,6 +700,8 @@ class ExtractStats:
     files: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)
     problems: list[Problem] = dataclasses.field(default_factory=list)
     executor_max_rss_kb: int = 0
+    executor_cpu_s: float = 0.0
+    """CPU time the executors' Python workers spent on extraction, summed over partitions."""
     partitions: int = 0
     extract_s: float = 0.0
     merge_s: float = 0.0
@@ -720,6 +724,7 @@ class ExtractStats:
                     old[key] = entry[key] if key not in old else pick(old[key], entry[key])
         self.problems.extend(Problem.model_validate(p) for p in header["problems"])
         self.executor_max_rss_kb = max(self.executor_max_rss_kb, int(header.get("max_rss_kb", 0)))
+        self.executor_cpu_s += float(header.get("cpu_s", 0.0))
 
 
 def extract_lineage(

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterator
+from typing import NamedTuple
 
 from atlas_bridge.model import (
     ClauseType,
@@ -23,6 +24,7 @@ from atlas_bridge.model import (
     Relation,
     RelationType,
     _Frozen,
+    default_flow,
 )
 
 _CHAIN_TYPES = (RelationType.FDD, RelationType.FDR)
@@ -71,24 +73,24 @@ def end_to_end(lineage: Lineage) -> Lineage:
         if rel.type in _CHAIN_TYPES:
             out_edges[(rel.source.dataset_id, rel.source.column)].append(rel)
 
-    memo: dict[tuple[str, str], dict[tuple[str, str], list[Relation]]] = {}
+    memo: dict[tuple[str, str], dict[tuple[str, str], _Chain]] = {}
     in_progress: set[tuple[str, str]] = set()
 
-    def reach(node: tuple[str, str]) -> dict[tuple[str, str], list[Relation]]:
-        """Terminal columns reachable from an intermediate column, each with its best hop list."""
+    def reach(node: tuple[str, str]) -> dict[tuple[str, str], _Chain]:
+        """Terminal columns reachable from an intermediate column, each with its best chain."""
         if node in memo:
             return memo[node]
         if node in in_progress:  # a recursive CTE: the loop adds nothing new
             return {}
         in_progress.add(node)
-        found: dict[tuple[str, str], list[Relation]] = {}
+        found: dict[tuple[str, str], _Chain] = {}
         for rel in out_edges.get(node, ()):
             tgt = (rel.target.dataset_id, rel.target.column)
             if tgt[0] in inter:
-                for end, path in reach(tgt).items():
-                    _keep_best(found, end, [rel, *path])
+                for end, chain in reach(tgt).items():
+                    _keep_best(found, end, chain.prepend(rel))
             else:
-                _keep_best(found, tgt, [rel])
+                _keep_best(found, tgt, _Chain.of(rel))
         in_progress.discard(node)
         memo[node] = found
         return found
@@ -101,8 +103,8 @@ def end_to_end(lineage: Lineage) -> Lineage:
             relations.append(rel)
             continue
         tgt = (rel.target.dataset_id, rel.target.column)
-        for path in reach(tgt).values():
-            relations.append(_collapse([rel, *path]))
+        for chain in reach(tgt).values():
+            relations.append(chain.prepend(rel).collapse())
     relations = _prefer_fdd(relations)
     used = {e.dataset_id for r in relations for e in (r.source, r.target)}
     datasets = [d for d in lineage.datasets if d.id not in inter or d.id in used]
@@ -114,38 +116,61 @@ def end_to_end(lineage: Lineage) -> Lineage:
     )
 
 
-def _path_type(path: list[Relation]) -> RelationType:
-    return RelationType.FDR if any(r.type is RelationType.FDR for r in path) else RelationType.FDD
+class _Chain(NamedTuple):
+    """What the end-to-end edge needs of a chain of hops, composable without keeping the hops."""
+
+    first: Relation
+    last: Relation
+    fdr: bool
+    clause: ClauseType | None  # clause of the first fdr hop
+    effect: Effect | None  # the strongest effect on the chain
+    transform: str | None  # the last transform on the chain
+    function: str | None  # the first function on the chain
+
+    @classmethod
+    def of(cls, rel: Relation) -> _Chain:
+        fdr = rel.type is RelationType.FDR
+        return cls(rel, rel, fdr, rel.clause_type if fdr else None, rel.effect, rel.transform, rel.function)
+
+    def prepend(self, rel: Relation) -> _Chain:
+        head = _Chain.of(rel)
+        effect = self.effect
+        if head.effect is not None and (effect is None or _EFFECT_RANK[head.effect] > _EFFECT_RANK[effect]):
+            effect = head.effect
+        return _Chain(
+            first=rel,
+            last=self.last,
+            fdr=head.fdr or self.fdr,
+            clause=head.clause if head.fdr else self.clause,
+            effect=effect,
+            transform=self.transform or head.transform,
+            function=head.function or self.function,
+        )
+
+    def collapse(self) -> Relation:
+        kind = RelationType.FDR if self.fdr else RelationType.FDD
+        first, last = self.first, self.last
+        clause = self.clause if self.fdr else None
+        # Every field comes from validated relations: skip re-validation (hot path on big lineage).
+        return Relation.model_construct(
+            type=kind,
+            flow=default_flow(kind, clause),
+            source=first.source,
+            target=last.target,
+            effect_type=last.effect_type or first.effect_type,
+            clause_type=clause,
+            process_id=last.process_id or first.process_id,
+            effect=None if self.fdr else self.effect,
+            transform=self.transform,
+            function=self.function,
+            span=first.span,
+        )
 
 
-def _keep_best(found: dict[tuple[str, str], list[Relation]], end: tuple[str, str],
-               path: list[Relation]) -> None:
+def _keep_best(found: dict[tuple[str, str], _Chain], end: tuple[str, str], chain: _Chain) -> None:
     old = found.get(end)
-    if old is None or (_path_type(old) is RelationType.FDR and _path_type(path) is RelationType.FDD):
-        found[end] = path
-
-
-def _collapse(path: list[Relation]) -> Relation:
-    first, last = path[0], path[-1]
-    kind = _path_type(path)
-    clause: ClauseType | None = None
-    if kind is RelationType.FDR:
-        clause = next(r.clause_type for r in path if r.type is RelationType.FDR)
-    effects = [r.effect for r in path if r.effect is not None]
-    effect = max(effects, key=lambda e: _EFFECT_RANK[e]) if effects else None
-    transforms = [r.transform for r in path if r.transform]
-    return Relation(
-        type=kind,
-        source=first.source,
-        target=last.target,
-        effect_type=last.effect_type or first.effect_type,
-        clause_type=clause,
-        process_id=last.process_id or first.process_id,
-        effect=effect if kind is RelationType.FDD else None,
-        transform=transforms[-1] if transforms else None,
-        function=next((r.function for r in path if r.function), None),
-        span=first.span,
-    )
+    if old is None or (old.fdr and not chain.fdr):
+        found[end] = chain
 
 
 def _prefer_fdd(relations: list[Relation]) -> list[Relation]:
@@ -189,11 +214,15 @@ def table_level(lineage: Lineage) -> TableLineage:
             continue
         key = (src.id, rel.process_id, tgt.id)
         old = kinds.get(key)
-        kinds[key] = RelationType.FDD if RelationType.FDD in (old, rel.type) or rel.type is RelationType.ER \
+        kinds[key] = (
+            RelationType.FDD
+            if RelationType.FDD in (old, rel.type) or rel.type is RelationType.ER
             else RelationType.FDR
+        )
     used = {k[0] for k in kinds} | {k[2] for k in kinds}
-    datasets = tuple(d.model_copy(update={"columns": ()}) for d in e2e.datasets
-                     if d.kind.is_permanent and d.id in used)
+    datasets = tuple(
+        d.model_copy(update={"columns": ()}) for d in e2e.datasets if d.kind.is_permanent and d.id in used
+    )
     procs = {k[1] for k in kinds}
     edges = tuple(
         TableEdge(source=s, process_id=p, target=t, type=kinds[(s, p, t)])

@@ -196,6 +196,13 @@ _DEFAULT_FLOW = {
 }
 
 
+def default_flow(type_: RelationType, clause: ClauseType | None) -> FlowKind:
+    """The v2 kind a v1 edge reads as: GROUP BY -> groups, other fdr -> restricts, fdd -> data_flow."""
+    if type_ is RelationType.FDR and clause is ClauseType.GROUP_BY:
+        return FlowKind.GROUPS
+    return _DEFAULT_FLOW[type_]
+
+
 class Relation(_Frozen):
     """An atomic edge from one source column to one target column.
 
@@ -221,10 +228,7 @@ class Relation(_Frozen):
     @model_validator(mode="after")
     def _default_flow(self) -> Relation:
         if self.flow is None:
-            flow = _DEFAULT_FLOW[self.type]
-            if self.type is RelationType.FDR and self.clause_type is ClauseType.GROUP_BY:
-                flow = FlowKind.GROUPS
-            object.__setattr__(self, "flow", flow)
+            object.__setattr__(self, "flow", default_flow(self.type, self.clause_type))
         return self
 
     def sort_key(self) -> tuple[str, ...]:
@@ -251,7 +255,7 @@ class Process(_Frozen):
 
     id: str
     type: str
-    """Statement kind in snake_case: insert, insert_overwrite, create_table_as_select, create_view, merge..."""
+    """Statement kind in snake_case: insert, insert_overwrite, create_table_as_select, merge..."""
     name: str
     query_hash: str
     statement_index: int | None = None
@@ -329,15 +333,15 @@ class Lineage(_Frozen):
         datasets = _unique_by_id(self.datasets, "dataset")
         processes = _unique_by_id(self.processes, "process")
         procedures = _unique_by_id(self.procedures, "procedure")
-        by_id = {d.id: d for d in datasets}
+        columns = {d.id: {c.name for c in d.columns} for d in datasets}
         for rel in self.relations:
             for end in (rel.source, rel.target):
-                ds = by_id.get(end.dataset_id)
-                if ds is None:
+                names = columns.get(end.dataset_id)
+                if names is None:
                     msg = f"relation {rel.source} -> {rel.target} names unknown dataset {end.dataset_id!r}"
                     raise ValueError(msg)
-                if not any(c.name == end.column for c in ds.columns):
-                    msg = f"relation {rel.source} -> {rel.target}: {ds.id} has no column {end.column!r}"
+                if end.column not in names:
+                    msg = f"relation {rel.source} -> {rel.target}: no column {end.column!r}"
                     raise ValueError(msg)
         proc_ids = {p.id for p in processes}
         for rel in self.relations:
@@ -421,8 +425,14 @@ def dataset_id(
         key = name if kind is DatasetKind.PATH else name.lower()
     else:
         key = ".".join(p for p in (catalog, db, name) if p)
-        if kind in (DatasetKind.TABLE, DatasetKind.VIEW, DatasetKind.PSEUDO_TABLE, DatasetKind.STAGE,
-                    DatasetKind.STREAM, DatasetKind.CONSTANT_TABLE):
+        if kind in (
+            DatasetKind.TABLE,
+            DatasetKind.VIEW,
+            DatasetKind.PSEUDO_TABLE,
+            DatasetKind.STAGE,
+            DatasetKind.STREAM,
+            DatasetKind.CONSTANT_TABLE,
+        ):
             key = key.lower()
     kind_key = "table" if kind is DatasetKind.VIEW else kind.value
     if scope:
@@ -471,8 +481,9 @@ def _merge_dataset(a: Dataset, b: Dataset) -> Dataset:
         if old is None or (old.data_type is None and c.data_type is not None):
             cols[c.name] = c
     # A table seen once as a view is a view: CREATE VIEW outranks a bare reference.
-    kind = a.kind if a.kind is b.kind else (DatasetKind.VIEW if DatasetKind.VIEW in (a.kind, b.kind)
-                                            else a.kind)
+    kind = (
+        a.kind if a.kind is b.kind else (DatasetKind.VIEW if DatasetKind.VIEW in (a.kind, b.kind) else a.kind)
+    )
     update: dict[str, Any] = {
         "kind": kind,
         "columns": tuple(cols.values()),

@@ -186,6 +186,7 @@ class SparkHookHandle:
         self._worker: threading.Thread | None = None
         self._closed = False
         self._orig_stop: Callable[..., Any] | None = None
+        self._stop_was_own = False
         sc = spark.sparkContext
         self.application_id: str = str(sc.applicationId)
         try:
@@ -238,6 +239,7 @@ class SparkHookHandle:
             return orig(*args, **kwargs)
 
         try:
+            self._stop_was_own = "stop" in vars(spark)
             spark.stop = stop
             self._orig_stop = orig
         except (AttributeError, TypeError):  # pragma: no cover - a session class that forbids it
@@ -291,7 +293,10 @@ class SparkHookHandle:
                     self._sink.close()
             if self._orig_stop is not None:
                 with contextlib.suppress(Exception):
-                    self._spark.stop = self._orig_stop
+                    if self._stop_was_own:
+                        self._spark.stop = self._orig_stop
+                    else:
+                        del self._spark.stop
             with contextlib.suppress(Exception):
                 atexit.unregister(self._atexit)
             with _handles_lock:
@@ -614,7 +619,13 @@ def _read_facts(j: _Java, qe: Any, plan: Any, root: str, plan_json: str) -> dict
                     entry["paths"] = [p for p in roots.split("\n") if p]
                     entry["format"] = str(j(j(rel, "fileFormat"), "toString"))
                 else:
-                    entry["table"] = _split_name(str(j(j(leaf, "table"), "name")))
+                    table = j(leaf, "table")
+                    try:  # a V2 file table (spark.sql.sources.useV1SourceList without the format)
+                        roots = str(j(j(table, "paths"), "mkString", "\n"))
+                        entry["paths"] = [p for p in roots.split("\n") if p]
+                        entry["format"] = str(j(table, "formatName"))
+                    except Exception:
+                        entry["table"] = _split_name(str(j(table, "name")))
             except Exception as e:
                 logger.debug("leaf %d has no readable identity: %s", index, e)
                 continue

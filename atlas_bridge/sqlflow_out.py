@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import json
 import logging
+from collections import Counter
 from collections.abc import Iterable
 from typing import Any
 
@@ -129,6 +130,7 @@ class _Ids:
         self.procedure: dict[str, str] = {}
         self.dataset: dict[str, str] = {}
         self.column: dict[tuple[str, str], str] = {}
+        self.hash_prefixes = Counter(p.query_hash[:16] for p in lineage.processes)
         self.has_writer = {d.id for d in lineage.datasets if d.process_ids} | {
             r.target.dataset_id for r in lineage.relations if r.process_id is not None
         }
@@ -303,8 +305,7 @@ def _process_attrs(proc: Process, ids: _Ids, lineage: Lineage) -> tuple[dict[str
     if proc.span:
         attrs["coordinate"] = _coord([proc.span])
     ext: dict[str, str] = {}
-    same_hash = [p for p in lineage.processes if p.query_hash[:16] == proc.query_hash[:16]]
-    if proc.id != f"process:{proc.query_hash[:16]}" or len(same_hash) > 1:
+    if proc.id != f"process:{proc.query_hash[:16]}" or ids.hash_prefixes[proc.query_hash[:16]] > 1:
         ext["id"] = proc.id
     if normalise_process_type(human, proc.name) != proc.type:
         ext["type"] = proc.type

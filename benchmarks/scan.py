@@ -101,6 +101,7 @@ def child(corpus: str, master: str) -> None:
         **{f"{k}_s": v for k, v in summary.timings_s.items()},
         "driver_peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
         "executor_peak_rss_mb": summary.extract.executor_max_rss_kb / 1024,
+        "executor_cpu_s": summary.extract.executor_cpu_s,
     }
     print(json.dumps(out))
 
@@ -132,19 +133,24 @@ def main() -> None:
         print(f"corpus: {n} TPC-DS CTAS statements (distinct targets) in {corpus}")
         results = {m: run(corpus, m) for m in ("local[1]", "local[2]")}
         print(
-            f"{'master':10} {'stmts':>6} {'err':>4} {'extract s':>9} {'merge s':>8} {'convert s':>9} "
-            f"{'total s':>8} {'stmts/min':>10} {'driver MB':>9} {'exec MB':>8}"
+            f"{'master':10} {'stmts':>6} {'err':>4} {'extract s':>9} {'exec cpu s':>10} {'cores busy':>10} "
+            f"{'merge s':>8} {'convert s':>9} {'total s':>8} {'stmts/min':>10} {'driver MB':>9} "
+            f"{'exec MB':>8}"
         )
         for m, r in results.items():
             print(
-                f"{m:10} {r['statements']:6d} {r['errors']:4d} {r['extract_s']:9.1f} {r['merge_s']:8.1f} "
-                f"{r['convert_s']:9.1f} {r['total_s']:8.1f} {r['statements'] / r['total_s'] * 60:10.0f} "
+                f"{m:10} {r['statements']:6d} {r['errors']:4d} {r['extract_s']:9.1f} "
+                f"{r['executor_cpu_s']:10.1f} "
+                f"{r['executor_cpu_s'] / r['extract_s']:10.2f} {r['merge_s']:8.1f} {r['convert_s']:9.1f} "
+                f"{r['total_s']:8.1f} {r['statements'] / r['total_s'] * 60:10.0f} "
                 f"{r['driver_peak_rss_mb']:9.0f} {r['executor_peak_rss_mb']:8.0f}"
             )
         r1, r2 = results["local[1]"], results["local[2]"]
         print(
             f"speed-up local[2] / local[1]: extraction {r1['extract_s'] / r2['extract_s']:.2f}x, "
-            f"end to end {r1['total_s'] / r2['total_s']:.2f}x"
+            f"end to end {r1['total_s'] / r2['total_s']:.2f}x; executor CPU per statement "
+            f"{r1['executor_cpu_s'] / r1['statements'] * 1000:.1f} ms (local[1]), "
+            f"{r2['executor_cpu_s'] / r2['statements'] * 1000:.1f} ms (local[2])"
         )
         print(
             f"lineage: {r1['processes']} processes, {r1['datasets']} datasets, {r1['relations']} column "

@@ -33,11 +33,11 @@ class CountingSink:
 
 def pct(values: list[float], q: float) -> float:
     ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
 def loop(spark: Any, out: Path, iterations: int) -> tuple[float, int]:
-    """One block: per iteration an INSERT ... SELECT, a path write and a collect. Returns (seconds, queries)."""
+    """One block: per iteration an INSERT ... SELECT, a path write and a collect -> (seconds, queries)."""
     t0 = time.perf_counter()
     for i in range(iterations):
         spark.sql(
@@ -53,7 +53,8 @@ def loop(spark: Any, out: Path, iterations: int) -> tuple[float, int]:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--iterations", type=int, default=30)
-    ap.add_argument("--blocks", type=int, default=3)
+    ap.add_argument("--blocks", type=int, default=4)
+    ap.add_argument("--warmup", type=int, default=20)
     args = ap.parse_args()
 
     from pyspark.sql import SparkSession
@@ -74,7 +75,7 @@ def main() -> None:
     spark.sql("CREATE TABLE src (id BIGINT, amount DOUBLE, cust INT, tag STRING) USING parquet")
     spark.sql("INSERT INTO src VALUES (1, 10.0, 1, 'a'), (2, 25.5, 2, 'b'), (3, 99.0, 1, 'c')")
     spark.sql("CREATE TABLE bench_t (id BIGINT, amount_x2 DOUBLE, tag STRING) USING parquet")
-    loop(spark, base / "warm", 5)  # warm-up, not measured
+    loop(spark, base / "warm", args.warmup)  # warm-up (JIT, caches), not measured
 
     settings = Settings.load(namespace="bench", output_dir=base / "out")
     off: list[float] = []
@@ -108,12 +109,12 @@ def main() -> None:
     print(
         f"with hook:    {mean_on * 1000:.1f} ms/query  (blocks: {', '.join(f'{x * 1000:.1f}' for x in on)})"
     )
-    print(f"overhead ratio (with / without): {mean_on / mean_off:.3f}")
+    pairs = sorted(b / a for a, b in zip(off, on, strict=True))
+    ratio, pair_median = mean_on / mean_off, statistics.median(pairs)
+    print(f"overhead ratio (with / without): {ratio:.3f} (per block pair: median {pair_median:.3f})")
     print(f"events: {events}, captured writes: {captured}, processes emitted: {processes}")
-    print(
-        f"callback per captured event: p50 {pct(callback_ms, 0.5):.2f} ms, p95 {pct(callback_ms, 0.95):.2f} ms, "
-        f"max {max(callback_ms):.2f} ms"
-    )
+    p50, p95 = pct(callback_ms, 0.5), pct(callback_ms, 0.95)
+    print(f"callback per captured event: p50 {p50:.2f} ms, p95 {p95:.2f} ms, max {max(callback_ms):.2f} ms")
     print(
         f"py4j round trips per captured event: p50 {pct([float(r) for r in round_trips], 0.5):.0f}, "
         f"max {max(round_trips)} (plain queries: 2)"

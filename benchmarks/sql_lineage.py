@@ -111,12 +111,9 @@ def main() -> None:
     args = ap.parse_args()
     if hasattr(os, "sched_setaffinity"):
         os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
-    try:
-        import sqlglotc  # type: ignore[import-not-found]  # noqa: F401
+    import sqlglot.parser
 
-        build = "compiled (sqlglotc)"
-    except ImportError:
-        build = "pure Python"
+    build = "compiled (sqlglotc)" if not sqlglot.parser.__file__.endswith(".py") else "pure Python"
     print(f"sqlglot {sqlglot.__version__}, {build}; one core; best of {args.repeat} per statement")
     for suite in args.suite or ["tpcds", "tpch"]:
         res = run(suite, args.repeat)

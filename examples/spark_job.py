@@ -12,8 +12,8 @@ Atlas's property names (or from ``ATLAS_BRIDGE_*`` variables / ``$ATLAS_CONF/atl
         examples/spark_job.py /tmp/atlas-bridge-example
 
 (the password from ``ATLAS_BRIDGE_PASSWORD``; with no ``spark.atlas.rest.address`` the request bodies are
-written under ``atlas-bridge-out/`` for ``atlas-bridge atlas push`` later). When Atlas is down the lineage
-is kept in the spool folder and sent by the next job (or ``atlas-bridge atlas push``).
+written under ``atlas-bridge-out/`` for ``atlas-bridge push`` later). When Atlas is down the lineage
+is kept in the spool folder and sent by the next job (or ``atlas-bridge push``).
 """
 
 from __future__ import annotations

@@ -20,7 +20,6 @@ from __future__ import annotations
 import copy
 import json
 import re
-import uuid
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -136,6 +135,7 @@ class AtlasStub:
         self._counter = 0
         self._rel_cache: dict[str, dict[str, list[_RelAttr]]] = {}
         self._chain_cache: dict[str, frozenset[str]] = {}
+        self._attr_cache: dict[str, dict[str, tuple[str, dict[str, Any]]]] = {}
         self._qn_index: dict[str, list[str]] = {}
         self.clock_ms = 1_700_000_000_000
         if load_base_model:
@@ -347,7 +347,7 @@ class AtlasStub:
 
     def _next_guid(self) -> str:
         self._counter += 1
-        return str(uuid.UUID(int=(0xA71A5 << 96) | self._counter))
+        return f"000a71a5-0000-4000-8000-{self._counter:012x}"  # deterministic, uuid-shaped
 
     def _tick(self) -> int:
         self.clock_ms += 1
@@ -366,6 +366,7 @@ class AtlasStub:
         self.typedefs[stored["name"]] = stored
         self._rel_cache = {}
         self._chain_cache = {}
+        self._attr_cache = {}
 
     def _entity_def(self, name: str) -> dict[str, Any] | None:
         d = self.typedefs.get(name)
@@ -398,10 +399,14 @@ class AtlasStub:
 
     def _attr_defs(self, type_name: str) -> dict[str, tuple[str, dict[str, Any]]]:
         """attribute name -> (declaring type, attributeDef), over the type and its supertypes."""
+        cached = self._attr_cache.get(type_name)
+        if cached is not None:
+            return cached
         out: dict[str, tuple[str, dict[str, Any]]] = {}
         for t in reversed(self._supertypes(type_name)):
             for a in self.typedefs[t].get("attributeDefs") or []:
                 out[a["name"]] = (t, a)
+        self._attr_cache[type_name] = out
         return out
 
     def _unique_attrs(self, type_name: str) -> list[str]:
@@ -680,6 +685,7 @@ class AtlasStub:
             updated[_CATEGORY_KEY[stored["category"]]].append(_public_def(stored))
         self._rel_cache = {}
         self._chain_cache = {}
+        self._attr_cache = {}
         return updated
 
     def _check_update(self, old: dict[str, Any], new: dict[str, Any]) -> None:
@@ -701,6 +707,10 @@ class AtlasStub:
                 raise AtlasHTTPError(
                     400, "ATLAS-400-00-029", "Data type update for attribute is not supported"
                 )
+            elif od.get("isOptional", False) and not nd.get("isOptional", False):
+                # Allowed by Atlas (§2.2: flags other than typeName may change), but every stored entity
+                # without a value then fails its next update with ATLAS-404-00-007 (§9): flag it.
+                self.warnings.append(f"{name}.{a}: optional attribute made mandatory")
         removed = set(old.get("superTypes") or []) - set(new.get("superTypes") or [])
         if removed:
             raise AtlasHTTPError(400, "ATLAS-400-00-00E", f"{name}: superType remove not supported")

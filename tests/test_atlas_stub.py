@@ -819,3 +819,16 @@ def test_one_sided_process_is_in_no_dataset_lineage(stub: AtlasStub) -> None:
         ("a@p", "p_out_only"),
         ("p_out_only", "b@p"),
     }
+
+
+def test_optional_to_required_is_allowed_but_flagged(stub: AtlasStub) -> None:
+    """§2.2 lets a PUT change flags other than typeName; the stub accepts it as Atlas does, with a warning."""
+    ok(
+        stub,
+        "PUT",
+        "/types/typedefs",
+        _updated("t_table", lambda d: d["attributeDefs"][0].update(isOptional=False)),
+    )
+    assert stub.warnings == ["t_table.createTime: optional attribute made mandatory"]
+    # ... and from then on an entity without the attribute is refused
+    refused(stub, "POST", "/entity/bulk", bulk(table("db.a@p")), 404, "ATLAS-404-00-007")

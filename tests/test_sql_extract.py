@@ -8,10 +8,10 @@ import pytest
 
 from atlas_bridge import extract_sql_lineage
 from atlas_bridge.errors import ExtractionError
+from atlas_bridge.extractors.sql import resolve_dialect
 from atlas_bridge.extractors.sql.core import ScriptState, StatementContext, StatementTimeout
 from atlas_bridge.extractors.sql.schema import SchemaIndex
 from atlas_bridge.extractors.sql.split import LineIndex, split_statements
-from atlas_bridge.extractors.sql import resolve_dialect
 from atlas_bridge.graph import end_to_end, relation_lines, table_level
 from atlas_bridge.model import (
     ORPHAN_TABLE,
@@ -73,10 +73,12 @@ def test_insert_process_and_target_edges() -> None:
         sql,
         "f.sql",
     )
-    assert proc.span is not None and (proc.span.line, proc.span.column) == (2, 1)
+    assert proc.span is not None
+    assert (proc.span.line, proc.span.column) == (2, 1)
     assert lin.dataset("table:sales.o").process_ids == (proc.id,)
     into = [r for r in lin.relations if r.target.dataset_id == "table:sales.o"]
-    assert into and all(r.process_id == proc.id and r.effect_type == "insert" for r in into)
+    assert into
+    assert all(r.process_id == proc.id and r.effect_type == "insert" for r in into)
     (tl_edge,) = table_level(lin).edges
     assert (tl_edge.source, tl_edge.process_id, tl_edge.target) == ("table:raw.o", proc.id, "table:sales.o")
 
@@ -84,7 +86,8 @@ def test_insert_process_and_target_edges() -> None:
 def test_repeated_statement_text_gets_numbered_process_ids() -> None:
     sql = "insert into t select a from s;\ninsert into t select a from s;"
     ids = [p.id for p in extract_sql_lineage(sql).lineage.processes]
-    assert len(ids) == 2 and ids[1] == ids[0] + "#2"
+    assert len(ids) == 2
+    assert ids[1] == ids[0] + "#2"
 
 
 def test_bare_select_has_no_process_and_resultsets_numbered_over_the_script() -> None:
@@ -148,11 +151,15 @@ def test_effects_and_transforms() -> None:
     for r in lin.relations:
         if r.type is RelationType.FDD or r.flow is FlowKind.DATA_FLOW:
             by_target[r.target.column] = r
-    assert by_target["a"].effect is Effect.EXACT_COPY and by_target["a"].transform is None
-    assert by_target["bb"].effect is Effect.EXACT_COPY and by_target["bb"].transform == "b AS bb"
-    assert by_target["cu"].effect is Effect.MODIFIED_COPY and by_target["cu"].transform == "UPPER(c)"
+    assert by_target["a"].effect is Effect.EXACT_COPY
+    assert by_target["a"].transform is None
+    assert by_target["bb"].effect is Effect.EXACT_COPY
+    assert by_target["bb"].transform == "b AS bb"
+    assert by_target["cu"].effect is Effect.MODIFIED_COPY
+    assert by_target["cu"].transform == "UPPER(c)"
     assert by_target["cu"].function == "UPPER"
-    assert by_target["sd"].effect is Effect.AGGREGATION and by_target["sd"].function == "SUM"
+    assert by_target["sd"].effect is Effect.AGGREGATION
+    assert by_target["sd"].function == "SUM"
     count = by_target["n"]
     assert (count.source.column, count.type, count.effect) == (
         "PseudoRows",
@@ -185,10 +192,12 @@ def test_star_through_subquery_resolves_named_columns_without_schema() -> None:
 def test_unplaceable_column_goes_to_orphan_table_with_a_warning() -> None:
     result = extract_sql_lineage("select a from t1, t2")
     (warning,) = result.problems
-    assert warning.severity is Severity.WARNING and warning.kind == "orphan_column"
+    assert warning.severity is Severity.WARNING
+    assert warning.kind == "orphan_column"
     assert (warning.line, warning.column, warning.statement_index) == (1, 8, 1)
     (rel,) = [r for r in result.lineage.relations if r.type is RelationType.FDD]
-    assert rel.source.dataset_id.endswith(ORPHAN_TABLE) and rel.effect is Effect.AMBIGUOUS
+    assert rel.source.dataset_id.endswith(ORPHAN_TABLE)
+    assert rel.effect is Effect.AMBIGUOUS
     orphan = result.lineage.dataset(rel.source.dataset_id)
     assert orphan.kind is DatasetKind.PSEUDO_TABLE
 
@@ -285,13 +294,15 @@ def test_third_of_five_broken_keeps_the_other_four() -> None:
     result = extract_sql_lineage(FIVE, file="five.sql")
     (problem,) = result.problems
     assert (problem.file, problem.statement_index, problem.line, problem.column) == ("five.sql", 3, 3, 28)
-    assert problem.kind == "parse" and problem.severity is Severity.ERROR
+    assert problem.kind == "parse"
+    assert problem.severity is Severity.ERROR
     assert str(problem).startswith("five.sql:3:28: statement 3 error: cannot parse")
     targets = {r.target.dataset_id for r in end_to_end(result.lineage).relations}
     assert targets == {"table:t1", "table:t4", "table:t5"}  # t2 gets a constant only
     assert sorted(p.statement_index or 0 for p in result.lineage.processes) == [1, 2, 4, 5]
     t4 = next(p for p in result.lineage.processes if p.statement_index == 4)
-    assert t4.span is not None and (t4.span.line, t4.span.column, t4.span.end_line) == (4, 1, 5)
+    assert t4.span is not None
+    assert (t4.span.line, t4.span.column, t4.span.end_line) == (4, 1, 5)
 
 
 def test_split_keeps_semicolons_in_strings_and_comments() -> None:
@@ -318,9 +329,13 @@ def test_cooperative_check_raises_once_the_deadline_passed() -> None:
     text = "select 1"
     state = ScriptState(schema=SchemaIndex(), dialect=resolve_dialect(None), text=text, lines=LineIndex(text))
     ctx = StatementContext(state, index=1, start=0, end=len(text), deadline=time.monotonic() - 1)
-    with pytest.raises(StatementTimeout):
+
+    def tick_many() -> None:
         for _ in range(64):
             ctx.check()
+
+    with pytest.raises(StatementTimeout):
+        tick_many()
 
 
 def test_same_input_gives_byte_identical_json() -> None:
@@ -341,3 +356,40 @@ def test_fast_construction_matches_the_validators() -> None:
         assert Dataset.model_validate(ds.model_dump()) == ds
     for rel in lin.relations:
         assert Relation.model_validate(rel.model_dump(exclude={"flow"})) == rel
+
+
+def test_tsql_go_lines_end_batches() -> None:
+    sql = "insert into t select a from s\nGO\ninsert into u select go from w\n  go 2\nselect 1"
+    chunks = split_statements(sql, resolve_dialect("tsql"))
+    assert [sql[c.start : c.end] for c in chunks] == [
+        "insert into t select a from s",
+        "insert into u select go from w",
+        "select 1",
+    ]
+    assert e2e_lines(sql, "tsql") == {"s.a -> fdd -> t.a", "w.go -> fdd -> u.go"}
+
+
+def test_orphan_columns_spelled_differently_in_two_statements() -> None:
+    result = extract_sql_lineage("select level from a, b;\nselect LEVEL from c, d")
+    orphans = [d for d in result.lineage.datasets if d.kind is DatasetKind.PSEUDO_TABLE]
+    assert [c.name for c in orphans[0].columns] == ["level"]
+    assert len(result.problems) == 2
+
+
+def test_a_statement_that_breaks_the_merge_is_reported_not_raised(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Safety net for bugs of ours: a statement whose graph does not merge is dropped with a problem."""
+    from sqlglot import exp
+
+    from atlas_bridge.extractors.sql import registry
+    from atlas_bridge.extractors.sql.builder import GraphBuilder
+
+    def dangling(stmt: exp.Expr, ctx: StatementContext) -> None:
+        ctx.graph.add(RelationType.FDD, ("table:nowhere", "x"), ("table:nothing", "y"))
+
+    monkeypatch.setitem(registry._HANDLERS, exp.Drop, dangling)
+    monkeypatch.setattr(GraphBuilder, "finish", lambda self, spelling: None)
+    result = extract_sql_lineage(
+        "insert into t select a from s;\ndrop table z;\ninsert into u select b from v"
+    )
+    assert [(p.kind, p.statement_index) for p in result.problems] == [("internal", 2)]
+    assert set(relation_lines(end_to_end(result.lineage))) == {"s.a -> fdd -> t.a", "v.b -> fdd -> u.b"}

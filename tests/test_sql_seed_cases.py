@@ -2,7 +2,8 @@
 
 Checked per case: ``expected.v1`` and ``inferred.v1`` (end-to-end relations), ``expected.v1_chain`` and
 ``inferred.v1_chain`` (each hop is a path through statement-local objects only, of the stated type),
-``table_level`` (source -> process type -> target), and ``must_not`` (never present end to end).
+``table_level`` (source -> process type -> target), ``must_not`` (never present end to end), and the v2
+reading: ``v2`` edges (``Relation.flow``) with their ``v2_attrs`` (``Relation.effect``, ``transform``).
 Names are compared case-insensitively with quotes stripped. Judgements that differ from a case's notes,
 and cases deferred to issue 3, are read from tests/data/sql/seed_judgements.json with their reasons.
 """
@@ -18,7 +19,7 @@ import pytest
 
 from atlas_bridge import extract_sql_lineage
 from atlas_bridge.graph import end_to_end, table_level
-from atlas_bridge.model import Lineage, RelationType, Severity
+from atlas_bridge.model import PSEUDO_ROWS, Lineage, Relation, RelationType, Severity
 
 HERE = Path(__file__).parent
 CASES_FILE = HERE.parent.parent / "shared" / "acceptance" / "seed_cases.jsonl"
@@ -44,8 +45,12 @@ def _dataset_names(lineage: Lineage) -> list[tuple[str, set[str]]]:
     out = []
     for ds in lineage.datasets:
         names = {_norm(ds.qualified_name), _norm(ds.name)}
+        if ds.alias:
+            names.add(_norm(ds.alias))
         if ds.uri:
             names.add("path:" + _norm(ds.uri))
+        if ds.kind.value == "variable":  # the cases write variables as var:<name>
+            names.add("var:" + _norm(ds.name))
         out.append((ds.id, names))
     return out
 
@@ -124,6 +129,56 @@ def has_table_edge(lineage: Lineage, src: str, process: str, tgt: str) -> bool:
     )
 
 
+def v2_relations(lineage: Lineage, src: str, kind: str, tgt: str) -> list[Relation]:
+    """Relations whose v2 reading is ``src -kind-> tgt``. A bare dataset as source (COUNT(*) over a table)
+    is its PseudoRows; restricts/groups into a column may sit on the resultset's PseudoRows instead
+    (rule ``v2_restricts_on_rows``)."""
+    sources, targets = match_columns(lineage, src), match_columns(lineage, tgt)
+    if kind in ("restricts", "groups"):
+        assert "v2_restricts_on_rows" in JUDGEMENTS["rules"]
+        targets |= {(ds_id, PSEUDO_ROWS) for ds_id, _ in targets}
+    return [
+        r
+        for r in lineage.relations
+        if r.flow is not None
+        and r.flow.value == kind
+        and (r.source.dataset_id, r.source.column) in sources
+        and (r.target.dataset_id, r.target.column) in targets
+    ]
+
+
+def _code(text: str | None) -> str:
+    return "".join((text or "").split()).lower().replace("count()", "count(*)")
+
+
+def check_v2(case: dict[str, Any], lineage: Lineage, failures: list[str]) -> None:
+    judgement = JUDGEMENTS["cases"].get(case["id"], {})
+    skip_parts = judgement.get("skip_v2", {})
+    for part in ("expected", "inferred"):
+        if part in skip_parts:
+            continue
+        block = case.get(part) or {}
+        for src, kind, tgt in block.get("v2", []):
+            if kind == "calls" or src.startswith("function:"):
+                assert "v2_calls_and_functions" in JUDGEMENTS["rules"]
+                continue
+            if not v2_relations(lineage, src, kind, tgt):
+                failures.append(f"{part}.v2 missing: {src} -{kind}-> {tgt}")
+        for key, attrs in block.get("v2_attrs", {}).items():
+            src, kind, tgt = key.split("|")
+            rels = v2_relations(lineage, src, kind, tgt)
+            effects = {attrs.get("effectType"), *judgement.get("also_accept_effect", [])}
+            ok = [
+                r
+                for r in rels
+                if ("effectType" not in attrs or (r.effect is not None and r.effect.value in effects))
+                and ("transform" not in attrs or _code(r.transform) == _code(attrs["transform"]))
+            ]
+            if not ok:
+                got = [(r.effect.value if r.effect else None, r.transform) for r in rels]
+                failures.append(f"{part}.v2_attrs {key}: want {attrs}, got {got}")
+
+
 def _is_function_node(spec: str) -> bool:
     return spec.startswith(("FUNC:", "FUNCTION-"))
 
@@ -176,6 +231,7 @@ def test_seed_case(case: dict[str, Any], shared_dir: Path) -> None:
         for src, rtype, tgt in block.get("must_not", []):
             if has_relation(e2e, src, rtype, tgt):
                 failures.append(f"{part}.must_not present: {src} -> {rtype} -> {tgt}")
+    check_v2(case, lineage, failures)
     assert not failures, "\n".join(failures)
 
 

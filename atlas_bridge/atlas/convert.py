@@ -69,7 +69,6 @@ from atlas_bridge.model import (
     Effect,
     Lineage,
     Process,
-    Relation,
     RelationType,
 )
 
@@ -180,6 +179,8 @@ class _Builder:
         self.dataset_type: dict[str, str] = {}  # dataset qualifiedName -> its entity's typeName
         self.process_qn: dict[str, str] = {}
         self._column_qns: dict[tuple[str, str], str] = {}
+        self._column_refs: dict[tuple[str, str, str], _Ref] = {}
+        self.dataset_id_of_column: dict[_Ref, str] = {}
 
     # -- datasets ---------------------------------------------------------------------------------
     def add_dataset(self, ds: Dataset) -> str | None:
@@ -261,7 +262,14 @@ class _Builder:
         return cqn
 
     def column_ref(self, dataset_id: str, column: str, relationship_type: str) -> _Ref:
-        return _Ref(TYPE_COLUMN, self.column_qn(dataset_id, column), relationship_type)
+        key = (dataset_id, column, relationship_type)
+        ref = self._column_refs.get(key)
+        if ref is None:  # one object per reference: fewer allocations, far less GC work on big lineage
+            ref = self._column_refs[key] = _Ref(
+                TYPE_COLUMN, self.column_qn(dataset_id, column), relationship_type
+            )
+            self.dataset_id_of_column[ref] = dataset_id
+        return ref
 
     # -- processes --------------------------------------------------------------------------------
     def add_process(self, proc: Process, inputs: Iterable[str], outputs: Iterable[str]) -> _Entity:
@@ -318,17 +326,38 @@ class _Builder:
 
 @dataclass
 class _ColumnLineage:
+    process_id: str
+    target_id: str
+    output: _Ref
     inputs: set[_Ref] = field(default_factory=set)
+    table_inputs: set[str] = field(default_factory=set)
+    """Datasets whose row set feeds the column (COUNT(*)): referenced once their entity type is final."""
     clauses: set[str] = field(default_factory=set)
     expressions: set[str] = field(default_factory=set)
     effects: set[Effect] = field(default_factory=set)
+
+
+def _column_lineage(
+    b: _Builder,
+    col_lineage: dict[tuple[str, str, str], _ColumnLineage],
+    pid: str,
+    tgt_id: str,
+    column: str,
+    dep: str,
+) -> _ColumnLineage:
+    out = b.column_ref(tgt_id, column, REL_OUTPUTS)
+    key = (b.process_qn[pid], out.qualified_name, dep)
+    cl = col_lineage.get(key)
+    if cl is None:
+        cl = col_lineage[key] = _ColumnLineage(pid, tgt_id, out)
+    return cl
 
 
 @dataclass
 class _Restriction:
     """Columns that restrict the rows a process writes into one dataset (``x -fdr-> target.PseudoRows``)."""
 
-    sources: set[tuple[str, str]] = field(default_factory=set)
+    sources: set[_Ref] = field(default_factory=set)
     clauses: set[str] = field(default_factory=set)
     expressions: set[str] = field(default_factory=set)
 
@@ -378,12 +407,14 @@ def _build(lineage: Lineage, namespace: str, run: RunInfo | None, resultsets: bo
         if rel.type in chain and rel.target.column in real[tgt_id]:
             written[(rel.process_id, tgt_id)].add(rel.target.column)
 
-    # Column lineage: (process id, target dataset, target column, dependency) <- (source dataset, column);
-    # row restrictions (column -> target row set) are gathered per (process, target) and fanned out later.
-    pending: list[tuple[tuple[str, str, str, str], tuple[str, str | None], Relation]] = []
+    # Column lineage, keyed by qualifiedNames (process, target column, dependency) so the same statement
+    # twice in a script makes one entity. Row restrictions (column -> target row set) are gathered per
+    # (process, target) and fanned out to the written columns afterwards.
+    col_lineage: dict[tuple[str, str, str], _ColumnLineage] = {}
     restrict: dict[tuple[str, str], _Restriction] = defaultdict(_Restriction)
     for rel in e2e.relations:
-        if rel.type not in chain or rel.process_id not in b.process_qn or rel.process_id is None:
+        pid = rel.process_id
+        if rel.type not in chain or pid is None or pid not in b.process_qn:
             continue
         src, tgt = rel.source, rel.target
         if src.dataset_id not in real or tgt.dataset_id not in real:
@@ -393,27 +424,41 @@ def _build(lineage: Lineage, namespace: str, run: RunInfo | None, resultsets: bo
         src_real = src.column in real[src.dataset_id]
         if tgt.column in real[tgt.dataset_id]:
             dep = naming.DEPENDENCY_DIRECT if rel.type is RelationType.FDD else naming.DEPENDENCY_INDIRECT
-            key = (rel.process_id, tgt.dataset_id, tgt.column, dep)
-            pending.append((key, (src.dataset_id, src.column if src_real else None), rel))
-        elif src_real and written.get((rel.process_id, tgt.dataset_id)):
-            r = restrict[(rel.process_id, tgt.dataset_id)]
-            r.sources.add((src.dataset_id, src.column))
+            cl = _column_lineage(b, col_lineage, pid, tgt.dataset_id, tgt.column, dep)
+            if src_real:
+                cl.inputs.add(b.column_ref(src.dataset_id, src.column, REL_INPUTS))
+            else:
+                cl.table_inputs.add(src.dataset_id)  # COUNT(*): the source's row set
+            if rel.type is RelationType.FDR and rel.clause_type is not None:
+                cl.clauses.add(rel.clause_type.value)
+            if rel.transform:
+                cl.expressions.add(rel.transform)
+            if rel.effect is not None and dep == naming.DEPENDENCY_DIRECT:
+                cl.effects.add(rel.effect)
+        elif src_real and written.get((pid, tgt.dataset_id)):
+            r = restrict[(pid, tgt.dataset_id)]
+            r.sources.add(b.column_ref(src.dataset_id, src.column, REL_INPUTS))
             if rel.clause_type is not None:
                 r.clauses.add(rel.clause_type.value)
             if rel.transform:
                 r.expressions.add(rel.transform)
         # else row set -> row set (or nothing written): the table-level edge says it all
+    for (pid, tgt_id), r in restrict.items():
+        for column in written[(pid, tgt_id)]:
+            cl = _column_lineage(b, col_lineage, pid, tgt_id, column, naming.DEPENDENCY_INDIRECT)
+            cl.inputs |= r.sources
+            cl.clauses |= r.clauses
+            cl.expressions |= r.expressions
 
     # Datasets: everything in a table-level edge or column lineage, or written by a process.
     used: set[str] = set()
     for edges in table_edges.values():
         for s, t in edges:
             used.update((s, t))
-    for key, (src_id, _), _rel in pending:
-        used.update((src_id, key[1]))
-    for (_pid, tgt_id), r in restrict.items():
-        used.add(tgt_id)
-        used.update(src_id for src_id, _ in r.sources)
+    for cl in col_lineage.values():
+        used.add(cl.target_id)
+        used |= cl.table_inputs
+        used.update(b.dataset_id_of_column[ref] for ref in cl.inputs)
     used.update(d.id for d in lineage.datasets if d.process_ids and d.id in real)
     for ds in lineage.datasets:
         if ds.id in used:
@@ -424,38 +469,9 @@ def _build(lineage: Lineage, namespace: str, run: RunInfo | None, resultsets: bo
 
     # Processes: those with table-level edges or column lineage; one entity per qualifiedName.
     proc_entities: dict[str, _Entity] = {}
-    for pid in sorted(set(table_edges) | {key[0] for key, _, _ in pending} | {k[0] for k in restrict}):
+    for pid in sorted(set(table_edges) | {cl.process_id for cl in col_lineage.values()}):
         pairs = sorted(table_edges.get(pid, ()))
         proc_entities[pid] = b.add_process(b.procs[pid], [s for s, _ in pairs], [t for _, t in pairs])
-
-    # Keyed by qualifiedNames, so the same statement twice in a script makes one entity.
-    col_lineage: dict[tuple[str, str, str], _ColumnLineage] = defaultdict(_ColumnLineage)
-    outputs: dict[tuple[str, str, str], _Ref] = {}
-    for (pid, tgt_id, column, dep), (src_id, src_col), rel in pending:
-        out = b.column_ref(tgt_id, column, REL_OUTPUTS)
-        cl_key = (b.process_qn[pid], out.qualified_name, dep)
-        outputs[cl_key] = out
-        cl = col_lineage[cl_key]
-        if src_col is None:
-            cl.inputs.add(b.table_ref(src_id, REL_INPUTS))
-        else:
-            cl.inputs.add(b.column_ref(src_id, src_col, REL_INPUTS))
-        if rel.type is RelationType.FDR and rel.clause_type is not None:
-            cl.clauses.add(rel.clause_type.value)
-        if rel.transform:
-            cl.expressions.add(rel.transform)
-        if rel.effect is not None and dep == naming.DEPENDENCY_DIRECT:
-            cl.effects.add(rel.effect)
-    for (pid, tgt_id), r in restrict.items():
-        refs = {b.column_ref(src_id, src_col, REL_INPUTS) for src_id, src_col in r.sources}
-        for column in written[(pid, tgt_id)]:
-            out = b.column_ref(tgt_id, column, REL_OUTPUTS)
-            cl_key = (b.process_qn[pid], out.qualified_name, naming.DEPENDENCY_INDIRECT)
-            outputs[cl_key] = out
-            cl = col_lineage[cl_key]
-            cl.inputs |= refs
-            cl.clauses |= r.clauses
-            cl.expressions |= r.expressions
 
     for (pqn, out_qn, dep), cl in col_lineage.items():
         qn = naming.column_lineage_qualified_name(pqn, out_qn, dep, namespace)
@@ -469,13 +485,14 @@ def _build(lineage: Lineage, namespace: str, run: RunInfo | None, resultsets: bo
             attrs["expression"] = "\n".join(sorted(cl.expressions))
         if cl.effects:
             attrs["effect"] = max(cl.effects, key=lambda e: _EFFECT_RANK[e]).value
-        refs_: dict[str, list[_Ref] | _Ref] = {
-            "inputs": sorted(cl.inputs),
-            "outputs": [outputs[(pqn, out_qn, dep)]],
+        inputs = cl.inputs | {b.table_ref(i, REL_INPUTS) for i in cl.table_inputs}
+        refs: dict[str, list[_Ref] | _Ref] = {
+            "inputs": sorted(inputs),
+            "outputs": [cl.output],
             "process": _Ref(TYPE_PROCESS, pqn, REL_COLUMN_LINEAGES),
         }
         b.entities[(TYPE_COLUMN_LINEAGE, qn)] = _Entity(
-            _TIER_DETAILS, pqn, TYPE_COLUMN_LINEAGE, qn, attrs, refs_
+            _TIER_DETAILS, pqn, TYPE_COLUMN_LINEAGE, qn, attrs, refs
         )
 
     if run is not None:

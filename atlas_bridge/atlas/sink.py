@@ -227,7 +227,7 @@ class AtlasSink:
 
     def flush_spool(self) -> PushReport:
         """Resend spooled batches in order; an emptied spool is cleared. Raises if Atlas is still down."""
-        if self.spool_dir is None or not (self.spool_dir / MANIFEST).is_file():
+        if self.spool_dir is None or not self.spool_pending():
             return PushReport()
         report = push_directory(self.spool_dir, self.client)
         self.report.merge(report)

@@ -88,7 +88,7 @@ def register(group: click.Group) -> None:
     "--partitions",
     default=None,
     type=click.IntRange(min=1),
-    help="Spark partitions (default 4 x default parallelism).",
+    help="Spark partitions (default: 4 per core, more for inputs over 4 MiB per partition).",
 )
 @click.option(
     "--no-resume", is_flag=True, help="Send every batch even if a previous run had it acknowledged."
@@ -122,7 +122,7 @@ def scan_command(
     """
     from atlas_bridge import batch
 
-    _quiet_spark_logging()
+    _log_progress_lines()
     try:
         settings, delivery, report_dir = _prepare(to, out_dir, namespace, config_file)
         options = batch.ScanOptions(
@@ -133,6 +133,9 @@ def scan_command(
         )
     except ConfigError as e:
         raise click.UsageError(str(e)) from e
+    except AtlasBridgeError as e:  # Atlas unreachable or refusing our typedefs
+        click.echo(f"error: {e}", err=True)
+        sys.exit(1)
 
     try:
         with _progress_bars(disabled=no_progress) as progress:
@@ -244,7 +247,7 @@ def _load_schema(schema_file: Path | None, paths: tuple[Path, ...]) -> dict[str,
     return data
 
 
-def _quiet_spark_logging() -> None:
+def _log_progress_lines() -> None:
     """INFO progress lines when nobody set a level and stderr is no terminal (spark-submit, CI, cron)."""
     if os.environ.get("ATLAS_BRIDGE_LOG_LEVEL") is None and not sys.stderr.isatty():
         for name in ("atlas_bridge.batch", "atlas_bridge.cli.scan"):

@@ -9,7 +9,9 @@ Every generation of the format is accepted (``../shared/reference/sqlflow.md`` Â
 - SQLFlow JSON: the flat model (``dbobjs`` list + ``relations`` / ``relationships``), the hierarchical one
   (``dbobjs.servers[].databases[].schemas[]`` + top-level ``processes``), bare or inside the REST envelope
   (``{code, data: {mode, sqlflow, graph}}`` or the model directly in ``data``). ``data.graph`` is UI layout
-  and is ignored; ``mode == "summary"`` holds no column data and is refused.
+  and is ignored; ``mode == "summary"`` holds no column data and is refused;
+- the v2 design form (``lineageObjects`` + atomic ``sourceId`` -> ``targetId`` edges typed data_flow /
+  restricts / groups / calls / has), whole or as single edges, as Gudu's docs print it.
 
 Mapping decisions:
 
@@ -20,10 +22,13 @@ Mapping decisions:
   ``RelationRows`` becomes :data:`~atlas_bridge.model.PSEUDO_ROWS`. ``schema`` is our ``db`` and ``database``
   our ``catalog`` (J2: the schema and database containers; ``DEFAULT`` means none).
 - Resultsets, variables, constant tables and the orphan-column pseudo table are statement-local: their
-  scope is the process whose coordinates enclose them, else the one process their data flows into, else a
-  per-file scope ``sqlflow:<file stem>``.
+  scope is the process whose coordinates enclose them, else the one process writing into them, else the
+  one process their data flows into, else a per-file scope ``sqlflow:<file stem>``.
 - Processes keep SQLFlow's name; their type becomes snake_case (``sstcreateview`` and ``Create View`` ->
   ``create_view``); ``queryHashId`` is the query hash and ``process:<first 16 hex>`` the id.
+- An edge without ``processId`` is credited to its target's writer: the only process in the target's
+  ``processIds`` (or of its other incoming edges), or the one whose statement kind is the edge's
+  ``effectType`` - SQLFlow's own rule for deriving table-level lineage.
 - Table-level relations (object -> process -> object) become ``PseudoRows -> PseudoRows`` edges from every
   source of a process to every target of it (targets also from ``processIds``), tagged with the process.
 - ``<error>`` elements become :class:`~atlas_bridge.model.Problem` s of kind ``sqlflow``; anything else the
@@ -38,6 +43,7 @@ check; nothing is ever expanded.
 
 from __future__ import annotations
 
+import bisect
 import hashlib
 import json
 import logging
@@ -535,9 +541,10 @@ def _read_xml_relation(el: Element, attrs: dict[str, str], ext: dict[str, str], 
 
 def _xml_end(el: Element, attrs: dict[str, str], object_key: str) -> _RawEnd:
     transforms: list[str] = []
-    for tr in el.iter():
-        if _local(tr.tag).lower() == "code" and tr.text and tr.text.strip():
-            transforms.append(tr.text.strip())
+    if len(el):
+        for tr in el.iter():
+            if _local(tr.tag).lower() == "code" and tr.text and tr.text.strip():
+                transforms.append(tr.text.strip())
     return _RawEnd(
         id=attrs.get("id"),
         column=attrs.get("column") if "column" in attrs else attrs.get("name"),
@@ -1134,6 +1141,8 @@ class _Builder:
         self.process_ids: dict[str, str] = {}  # raw id -> model id
         self.process_spans: dict[str, list[_RawSpan]] = {}
         self.process_types: dict[str, str] = {}
+        self._starts: dict[str, list[tuple[tuple[int, int], _RawSpan, str]]] | None = None
+        self._start_keys: dict[str, list[tuple[int, int]]] = {}
         self.upstream: dict[str, set[str]] = defaultdict(set)  # raw object id -> processes writing into it
         self.dataset_ids: dict[str, str] = {}  # raw object id -> model id
         self.kinds: dict[str, DatasetKind] = {}
@@ -1300,12 +1309,9 @@ class _Builder:
 
     def _scope_of(self, obj: _RawObject, downstream: dict[str, set[str]]) -> str:
         if obj.spans:
-            first = obj.spans[0]
-            enclosing = [
-                pid for pid, spans in self.process_spans.items() if any(s.encloses(first) for s in spans)
-            ]
-            if len(enclosing) == 1:
-                return self.process_ids[enclosing[0]]
+            enclosing = self._enclosing_process(obj.spans[0])
+            if enclosing is not None:
+                return self.process_ids[enclosing]
         writers = self.upstream.get(obj.id, set())
         if len(writers) == 1:
             return self.process_ids[next(iter(writers))]
@@ -1313,6 +1319,20 @@ class _Builder:
         if len(candidates) == 1:
             return self.process_ids[next(iter(candidates))]
         return self.scope
+
+    def _enclosing_process(self, span: _RawSpan) -> str | None:
+        """The one process (statement) whose coordinates enclose ``span``, among the nearest before it."""
+        if self._starts is None:
+            index: dict[str, list[tuple[tuple[int, int], _RawSpan, str]]] = defaultdict(list)
+            for pid, spans in self.process_spans.items():
+                for s in spans:
+                    index[s.file_hash].append(((s.line, s.column), s, pid))
+            self._starts = {h: sorted(v, key=lambda t: (t[0], t[2])) for h, v in index.items()}
+            self._start_keys = {h: [e[0] for e in v] for h, v in self._starts.items()}
+        entries = self._starts.get(span.file_hash, [])
+        pos = bisect.bisect_right(self._start_keys.get(span.file_hash, []), (span.line, span.column))
+        found = {pid for _, s, pid in entries[max(0, pos - 8) : pos] if s.encloses(span)}
+        return next(iter(found)) if len(found) == 1 else None
 
     def _downstream_processes(self) -> dict[str, set[str]]:
         """Per statement-local object: the processes its data reaches before the next permanent object."""
@@ -1358,7 +1378,8 @@ class _Builder:
             kind = self._kind(obj)
             self.kinds[oid] = kind
             raw_name = obj.attrs.get("name") or obj.attrs.get("displayName") or obj.attrs.get("uri") or oid
-            uri = unquote(obj.attrs["uri"]) if obj.attrs.get("uri") else None
+            location = obj.attrs.get("uri") or obj.attrs.get("location")  # stages/datasources: location
+            uri = unquote(location) if location else None
             db: str | None = None
             catalog: str | None = None
             if kind is DatasetKind.PATH:

@@ -54,10 +54,16 @@ from atlas_bridge.extractors.sql.core import (
     StatementTimeout,
     UnsupportedSQL,
 )
-from atlas_bridge.extractors.sql.registry import find_handler, handler
+from atlas_bridge.extractors.sql.registry import (
+    find_handler,
+    handler,
+    regroup_chunks,
+    run_post_hooks,
+    run_text_handlers,
+)
 from atlas_bridge.extractors.sql.schema import SchemaIndex
 from atlas_bridge.extractors.sql.split import LineIndex, StatementChunk, split_statements
-from atlas_bridge.model import ExtractionResult, Problem
+from atlas_bridge.model import ExtractionResult, Lineage, Problem
 
 __all__ = [
     "DEFAULT_TIME_BUDGET_S",
@@ -74,7 +80,15 @@ logger = logging.getLogger(__name__)
 DEFAULT_TIME_BUDGET_S = 10.0
 """Per-statement time budget (parse + analysis) in seconds."""
 
-_HANDLER_MODULES = ("atlas_bridge.extractors.sql.statements",)
+_HANDLER_MODULES = (
+    "atlas_bridge.extractors.sql.statements",
+    "atlas_bridge.extractors.sql.dml",
+    "atlas_bridge.extractors.sql.paths",
+    "atlas_bridge.extractors.sql.ddl",
+    "atlas_bridge.extractors.sql.noop",
+    "atlas_bridge.extractors.sql.procedural",
+    "atlas_bridge.extractors.sql.calls",
+)
 for _module in _HANDLER_MODULES:
     importlib.import_module(_module)
 
@@ -122,13 +136,44 @@ def extract_sql_lineage(
     )
     parser = d.parser(error_level=ErrorLevel.RAISE)
     script = ScriptGraph()
-    for chunk in split_statements(sql, d):
+    done: list[tuple[StatementChunk, GraphBuilder]] = []
+    for chunk in regroup_chunks(split_statements(sql, d), state):
+        claimed = run_text_handlers(state, parser, chunk, time_budget_s)
+        if claimed is not None:
+            for g in claimed:
+                script.absorb(g)
+                done.append((chunk, g))
+            continue
         graph = _statement(state, parser, chunk, time_budget_s)
         if graph is not None:
             script.absorb(graph)
+            done.append((chunk, graph))
+    try:
+        lineage = script.freeze()
+    except ValueError:  # a bug of ours: keep every statement that merges cleanly, report the others
+        logger.debug("merging the statements failed", exc_info=True)
+        lineage = _salvage(state, done)
     # The Lineage is validated once in freeze(); constructing ExtractionResult normally would run its
     # validators a second time (pydantic re-runs after-validators on model instances).
-    return ExtractionResult.model_construct(lineage=script.freeze(), problems=tuple(state.problems))
+    return ExtractionResult.model_construct(lineage=lineage, problems=tuple(state.problems))
+
+
+def _salvage(state: ScriptState, done: list[tuple[StatementChunk, GraphBuilder]]) -> Lineage:
+    """Statement by statement, keep what freezes together; the others become internal-error problems."""
+    kept: list[GraphBuilder] = []
+    lineage = Lineage()
+    for chunk, graph in done:
+        trial = ScriptGraph()
+        for g in [*kept, graph]:
+            trial.absorb(g)
+        try:
+            lineage = trial.freeze()
+        except ValueError as e:
+            msg = f"internal error: statement lineage does not merge: {str(e).splitlines()[-1].strip()}"
+            state.problems.append(_problem(state, chunk.index, chunk.start, msg, "internal"))
+            continue
+        kept.append(graph)
+    return lineage
 
 
 def _problem(state: ScriptState, index: int, offset: int, message: str, kind: str) -> Problem:
@@ -177,6 +222,7 @@ def _statement(
     counters = dict(state.counters)
     try:
         fn(stmt, ctx)
+        run_post_hooks(stmt, ctx)
         ctx.graph.finish(state.spelling)
     except StatementTimeout:
         state.counters = counters

@@ -25,6 +25,7 @@ from atlas_bridge.model import (
     Effect,
     FlowKind,
     Lineage,
+    Procedure,
     Process,
     Relation,
     RelationType,
@@ -130,7 +131,7 @@ class DatasetBuilder:
 _M = TypeVar("_M", bound=BaseModel)
 
 
-_FIELDS: dict[type[BaseModel], tuple[tuple[str, Any], ...]] = {}
+_FIELDS: dict[type[BaseModel], tuple[dict[str, Any], frozenset[str]]] = {}
 
 
 def _fast(cls: type[_M], **values: Any) -> _M:
@@ -140,13 +141,15 @@ def _fast(cls: type[_M], **values: Any) -> _M:
     matters because a TPC-DS query makes hundreds of relations. Defaults here are immutable (None, (),
     False), so sharing them is safe.
     """
-    fields = _FIELDS.get(cls)
-    if fields is None:
-        fields = _FIELDS[cls] = tuple((name, f.default) for name, f in cls.model_fields.items())
-    data = {name: values.pop(name, default) for name, default in fields}
-    if values:
-        msg = f"{cls.__name__} has no field(s) {sorted(values)}"
+    known = _FIELDS.get(cls)
+    if known is None:
+        defaults = {name: f.default for name, f in cls.model_fields.items()}
+        known = _FIELDS[cls] = (defaults, frozenset(defaults))
+    if not known[1].issuperset(values):
+        msg = f"{cls.__name__} has no field(s) {sorted(set(values) - known[1])}"
         raise TypeError(msg)
+    data = dict(known[0])
+    data.update(values)
     obj = cls.__new__(cls)
     object.__setattr__(obj, "__dict__", data)
     object.__setattr__(obj, "__pydantic_fields_set__", set(data))
@@ -156,7 +159,10 @@ def _fast(cls: type[_M], **values: Any) -> _M:
 
 
 def _spans(spans: list[Span]) -> tuple[Span, ...]:
-    return tuple(sorted(set(spans), key=lambda s: (s.line, s.column, s.end_line, s.end_column)))
+    if not spans:
+        return ()
+    unique = {(s.line, s.column, s.end_line, s.end_column): s for s in spans}
+    return tuple(unique[k] for k in sorted(unique))
 
 
 _FLOW = {
@@ -225,6 +231,7 @@ class GraphBuilder:
         self.datasets: dict[str, DatasetBuilder] = {}
         self.relations: dict[tuple[str, ColKey, ColKey, str], RelationBuilder] = {}
         self.processes: list[Process] = []
+        self.procedures: list[Procedure] = []
         self._incoming: set[ColKey] = set()
 
     def dataset(self, ds: DatasetBuilder) -> DatasetBuilder:
@@ -282,13 +289,11 @@ class GraphBuilder:
         """End of the statement: shared column spellings, and a check that every relation end exists.
 
         ``spelling`` (script-wide, updated here) makes every statement use the first spelling seen of a
-        permanent dataset's column, so ``SAL`` and ``sal`` stay one column. Raises ValueError on a
-        dangling end (a bug of ours), so only this statement is lost.
+        dataset's column, so ``SAL`` and ``sal`` stay one column of a table several statements share.
+        Raises ValueError on a dangling end (a bug of ours), so only this statement is lost.
         """
         renames: dict[ColKey, ColKey] = {}
-        for ds in self.datasets.values():
-            if not ds.kind.is_permanent:
-                continue
+        for ds in self.datasets.values():  # permanent ones and the shared orphan pseudo table
             for key, col in ds.columns.items():
                 canon = spelling.setdefault((ds.id, key), col.name)
                 if canon != col.name:
@@ -313,6 +318,7 @@ class ScriptGraph:
         self.datasets: dict[str, DatasetBuilder] = {}
         self.relations: list[RelationBuilder] = []
         self.processes: list[Process] = []
+        self.procedures: list[Procedure] = []
 
     def absorb(self, graph: GraphBuilder) -> None:
         for ds in graph.datasets.values():
@@ -323,6 +329,7 @@ class ScriptGraph:
                 mine.absorb(ds)
         self.relations.extend(graph.relations.values())
         self.processes.extend(graph.processes)
+        self.procedures.extend(graph.procedures)
 
     def freeze(self) -> Lineage:
         refs: dict[ColKey, ColumnRef] = {}
@@ -330,4 +337,5 @@ class ScriptGraph:
             datasets=tuple(d.freeze() for d in self.datasets.values()),
             processes=tuple(self.processes),
             relations=tuple(r.freeze(refs) for r in self.relations),
+            procedures=tuple(self.procedures),
         )

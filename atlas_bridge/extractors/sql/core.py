@@ -94,6 +94,8 @@ class Ref:
     func: str | None = None
     orphan: bool = False
     count_star: bool = False
+    clause: ClauseType | None = None
+    """An fdr into the output column from this clause (e.g. an aggregate's FILTER condition)."""
 
 
 class QueryResult:
@@ -212,6 +214,8 @@ class Scope:
         self.ctes = ctes
         self.sources: list[Source] = []
         self.using: set[str] = set()
+        self.nested_joins: list[exp.Join] = []
+        """Joins inside a parenthesised FROM item (``FROM (a JOIN b ON ...)``), flattened into this scope."""
 
     def find(self, qual: tuple[str, ...]) -> Source | None:
         """The source a qualifier (``a``, ``t``, ``db.t``) names."""
@@ -469,6 +473,9 @@ class StatementContext:
             return self._values(node, alias)
         if isinstance(node, exp.Paren):
             return self.query_lineage(node.this, parent, ctes, alias=alias, on_first_branch=on_first_branch)
+        if isinstance(node, exp.Table):  # ``(x)`` used as a query: SELECT * FROM x
+            select = exp.Select(expressions=[exp.Star()], from_=exp.From(this=node))
+            return self._select(select, parent, ctes, alias)
         msg = f"unsupported query expression {node.key.upper()}"
         raise UnsupportedSQL(msg)
 
@@ -577,11 +584,12 @@ class StatementContext:
         from_ = sel.args.get("from_")
         if isinstance(from_, exp.From):
             self._add_source(scope, from_.this)
-        joins = sel.args.get("joins") or []
+        joins = list(sel.args.get("joins") or [])
         for join in joins:
             self._add_source(scope, join.this)
             for ident in join.args.get("using") or []:
                 scope.using.add(ident.name.lower())
+        joins = scope.nested_joins + joins
         for lateral in sel.args.get("laterals") or []:
             self._add_source(scope, lateral)
         rows_target = (ds.id, PSEUDO_ROWS)
@@ -613,7 +621,7 @@ class StatementContext:
             exact = isinstance(expr, exp.Column)
             transform = None
             if not (exact and not isinstance(proj, exp.Alias)):
-                transform = (proj if exact else expr).sql(dialect=self.dialect, comments=False)
+                transform = _sql(proj if exact else expr, self.dialect)
             is_agg = False
             for ref in refs:
                 if ref.count_star:
@@ -632,8 +640,9 @@ class StatementContext:
                             function="COUNT",
                         )
                     continue
-                if ref.window:
-                    self.graph.add(FDR, ref.key, (ds.id, col), clause_type=ClauseType.WINDOW, span=ref.span)
+                if ref.window or ref.clause is not None:
+                    clause = ref.clause or ClauseType.WINDOW
+                    self.graph.add(FDR, ref.key, (ds.id, col), clause_type=clause, span=ref.span)
                     continue
                 if ref.rows:
                     self.graph.add(FDR, ref.key, (ds.id, col), clause_type=ClauseType.SELECT)
@@ -812,6 +821,20 @@ class StatementContext:
                 Source(alias=(alias or name).lower(), ds=ds, names=tuple(names), known=known)
             )
             return
+        while isinstance(item, exp.Subquery) and isinstance(item.this, exp.Subquery) and not alias:
+            item = item.this  # ``FROM ((x))``
+            alias_expr = item.args.get("alias")
+            alias = item.alias if isinstance(alias_expr, exp.TableAlias) else ""
+        if isinstance(item, exp.Subquery) and isinstance(item.this, exp.Table) and not alias:
+            # ``FROM (a JOIN b ON ...)``: a parenthesised join, not a derived table
+            table = item.this
+            self._add_source(scope, table)
+            for join in table.args.get("joins") or []:
+                self._add_source(scope, join.this)
+                for ident in join.args.get("using") or []:
+                    scope.using.add(ident.name.lower())
+                scope.nested_joins.append(join)
+            return
         if isinstance(item, (exp.Subquery, exp.Select, exp.SetOperation, exp.Values)):
             qr = self.query_lineage(item, scope.parent, scope.ctes, alias=alias or None)
             src = Source(alias=(alias or qr.ds.name).lower(), ds=qr.ds, names=(), query=qr)
@@ -866,7 +889,7 @@ class StatementContext:
         qr = QueryResult(ds)
         arg_refs: list[Ref] = []
         self._collect(func, scope, arg_refs)
-        transform = func.sql(dialect=self.dialect, comments=False)
+        transform = _sql(func, self.dialect)
         fname = func.sql_name() if isinstance(func, exp.Func) else func.key.upper()
 
         def feed(col: str) -> None:
@@ -950,6 +973,16 @@ class StatementContext:
             agg, func = (not window) or agg, node.sql_name()
         elif isinstance(node, exp.Func):
             func = node.name if isinstance(node, exp.Anonymous) else node.sql_name()
+        elif isinstance(node, exp.Filter):
+            self._collect(
+                node.this, scope, out, lateral=lateral, agg=agg, window=window, func=func, bound=bound
+            )
+            cond: list[Ref] = []
+            self._collect(node.expression, scope, cond, lateral=lateral, bound=bound)
+            for ref in cond:
+                ref.clause = ClauseType.CONDITION
+            out.extend(cond)
+            return
         elif isinstance(node, exp.Lambda):
             names = frozenset(e.name.lower() for e in node.expressions)
             self._collect(
@@ -985,25 +1018,29 @@ class StatementContext:
         span = self.span_of(col)
         qual = tuple(p.lower() for p in _qualifier(col))
         if qual:
-            s: Scope | None = scope
-            while s is not None:
-                src = s.find(qual)
-                if src is not None:
-                    key = src.column(name, span, force=True)
-                    if key is None:
-                        key = self.orphan(name, span, f"{'.'.join(qual)} has no such column")
-                        out.append(Ref(key, span, agg, window, func=func, orphan=True))
-                    else:
-                        out.append(Ref(key, span, agg, window, func=func))
-                    return
-                s = s.parent
+            parts = _qualifier(col)
+            for cut in range(len(qual), 0, -1):
+                s: Scope | None = scope
+                while s is not None:
+                    src = s.find(qual[:cut])
+                    if src is not None:
+                        # a shorter cut is a struct field access: ``t.col.field`` reads t.col
+                        col_name = name if cut == len(qual) else parts[cut]
+                        key = src.column(col_name, span, force=True)
+                        if key is None:
+                            key = self.orphan(col_name, span, f"{'.'.join(qual[:cut])} has no such column")
+                            out.append(Ref(key, span, agg, window, func=func, orphan=True))
+                        else:
+                            out.append(Ref(key, span, agg, window, func=func))
+                        return
+                    s = s.parent
             # ``a.b`` where ``a`` is a column (a struct field access), not a table
-            head = _qualifier(col)[0]
-            inner = exp.column(head)
-            inner.this.meta.update(
-                col.args["table"].meta if isinstance(col.args.get("table"), exp.Identifier) else {}
-            )
-            if len(qual) == 1 and self._lookup(head, scope) is not None:
+            head = parts[0]
+            if self._lookup(head, scope) is not None or len(scope.sources) == 1:
+                inner = exp.column(head)
+                table_ident = col.args.get("catalog") or col.args.get("db") or col.args.get("table")
+                if isinstance(table_ident, exp.Identifier):
+                    inner.this.meta.update(table_ident.meta)
                 self._resolve_into(inner, scope, out, lateral, agg, window, func)
                 return
             key = self.orphan(name, span, f"no table {'.'.join(qual)!s} in scope")
@@ -1117,8 +1154,27 @@ def _qualifier(col: exp.Column) -> list[str]:
     return [p.name for p in parts if isinstance(p, exp.Expr) and p.name]
 
 
+def _sql(expr: exp.Expr, dialect: Dialect) -> str:
+    """SQL text of an expression. sqlglot deep-copies before generating (its dialect transforms may
+    rewrite queries, T-SQL's ENSURE_BOOLS rewrites conditions); a plain expression without a query inside
+    is generated in place for other dialects, which leaves it as it was and spares the copy."""
+    copy = _ensures_bools(dialect) or expr.find(exp.Query) is not None
+    return expr.sql(dialect=dialect, comments=False, copy=copy)
+
+
+_ENSURE_BOOLS: dict[type[Dialect], bool] = {}
+
+
+def _ensures_bools(dialect: Dialect) -> bool:
+    # read on an instance: in sqlglot's compiled build (sqlglotc) the class attribute is a descriptor
+    cls = type(dialect)
+    if cls not in _ENSURE_BOOLS:
+        _ENSURE_BOOLS[cls] = bool(getattr(dialect.generator(), "ENSURE_BOOLS", True))
+    return _ENSURE_BOOLS[cls]
+
+
 def _expression_name(expr: exp.Expr, dialect: Dialect) -> str:
-    text = expr.sql(dialect=dialect, comments=False)
+    text = _sql(expr, dialect)
     return text if len(text) <= 128 else text[:125] + "..."
 
 

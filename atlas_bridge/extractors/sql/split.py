@@ -6,19 +6,22 @@ offsets into the whole text, so every position reported later is a position in t
 tokenizer itself fails (an unterminated string, say), a character scanner splits the text instead and each
 piece is tokenized alone: only the piece that is broken is lost.
 
-Procedural blocks (``BEGIN ... END`` with inner semicolons) are not kept together here yet: issue 3's
+T-SQL's ``GO`` alone on a line also ends a statement (a batch). Procedural blocks (``BEGIN ... END`` with
+inner semicolons) are not kept together here yet: issue 3's
 procedure handlers will extend :func:`split_statements`.
 """
 
 from __future__ import annotations
 
 import bisect
+import re
 from dataclasses import dataclass
 
 from sqlglot.dialects.dialect import Dialect
 from sqlglot.errors import SqlglotError
 from sqlglot.tokens import Token, TokenType  # type: ignore[attr-defined]
 
+from atlas_bridge.extractors.sql.builder import _fast
 from atlas_bridge.model import Span
 
 
@@ -40,7 +43,7 @@ class LineIndex:
         """Span of ``text[start:end]`` (end exclusive)."""
         line, col = self.position(start)
         end_line, end_col = self.position(max(end, start))
-        return Span(line=line, column=col, end_line=end_line, end_column=end_col)
+        return _fast(Span, line=line, column=col, end_line=end_line, end_column=end_col)
 
 
 @dataclass
@@ -65,14 +68,39 @@ def split_statements(text: str, dialect: Dialect) -> list[StatementChunk]:
         return _split_by_scanning(text, dialect)
     chunks: list[StatementChunk] = []
     current: list[Token] = []
-    for tok in tokens:
+    skip = 0
+    for i, tok in enumerate(tokens):
+        if skip:
+            skip -= 1
+            continue
         if tok.token_type is TokenType.SEMICOLON:
             _close(chunks, current)
             current = []
+        elif (go := _batch_separator(tokens, i)) is not None:
+            _close(chunks, current)
+            current = []
+            skip = go
         else:
             current.append(tok)
     _close(chunks, current)
     return chunks
+
+
+def _batch_separator(tokens: list[Token], i: int) -> int | None:
+    """T-SQL's ``GO`` (optionally ``GO <count>``) alone on its line ends a batch: how many tokens follow it
+    on that line (0 or 1), or None when ``tokens[i]`` is not such a separator."""
+    tok = tokens[i]
+    if tok.text.upper() != "GO" or (i and tokens[i - 1].line >= tok.line):
+        return None
+    rest = 0
+    if i + 1 < len(tokens) and tokens[i + 1].line == tok.line:
+        if tokens[i + 1].token_type is not TokenType.NUMBER:
+            return None
+        rest = 1
+    j = i + 1 + rest
+    if j < len(tokens) and tokens[j].line == tok.line:
+        return None
+    return rest
 
 
 def _close(chunks: list[StatementChunk], toks: list[Token]) -> None:
@@ -113,6 +141,15 @@ def _split_by_scanning(text: str, dialect: Dialect) -> list[StatementChunk]:
     return chunks
 
 
+_GO = re.compile(r"[ \t]*go(?:[ \t]+\d+)?[ \t]*(?:\r?\n|$)", re.IGNORECASE)
+
+
+def _go_line(text: str, i: int) -> bool:
+    """A ``GO`` batch separator starting at ``i``, alone on its line."""
+    line_start = text.rfind("\n", 0, i) + 1
+    return not text[line_start:i].strip() and _GO.match(text, i) is not None
+
+
 def _first_line(msg: str) -> str:
     return msg.strip().splitlines()[0] if msg.strip() else msg
 
@@ -124,7 +161,11 @@ def _scan(text: str) -> list[tuple[int, int]]:
     closers = {"'": "'", '"': '"', "`": "`", "[": "]"}
     while i < n:
         c = text[i]
-        if c == "-" and text.startswith("--", i):
+        if c in "gG" and _go_line(text, i):
+            pieces.append((start, i))
+            j = text.find("\n", i)
+            i = start = n if j == -1 else j
+        elif c == "-" and text.startswith("--", i):
             j = text.find("\n", i)
             i = n if j == -1 else j
         elif c == "/" and text.startswith("/*", i):

@@ -1,0 +1,194 @@
+"""DDL that carries lineage beyond CREATE VIEW / CTAS: foreign keys, external tables on paths, ALTER TABLE
+SET LOCATION / ADD CONSTRAINT; and the CREATE / ALTER kinds that carry none.
+
+These handlers wrap the core ones in :mod:`.statements` (which keep doing CREATE VIEW, CTAS, the schema a
+plain CREATE TABLE teaches, RENAME and SWAP) and add what the seeds describe:
+
+- FOREIGN KEY / REFERENCES: ``referenced.col -> fdd -> table.col``, effectType ``foreign_key`` (seed 000).
+- ``CREATE EXTERNAL TABLE ... LOCATION 'uri'`` (Hive/Spark) and ``OPTIONS (uris = [...])`` (BigQuery):
+  ``path -> fdd -> table`` under a ``create_external_table`` process.
+- ``ALTER TABLE t SET LOCATION 'uri'``: ``path.* -> fdd -> t`` (SQLFlow's ``set location`` output).
+"""
+
+from __future__ import annotations
+
+from sqlglot import exp
+
+from atlas_bridge.extractors.sql import statements
+from atlas_bridge.extractors.sql.core import StatementContext
+from atlas_bridge.extractors.sql.paths import flow, path_dataset, table_columns, whole_columns
+from atlas_bridge.extractors.sql.registry import handler
+from atlas_bridge.model import Effect, RelationType
+
+FDD = RelationType.FDD
+
+NO_LINEAGE_CREATE_KINDS = frozenset(
+    {
+        "DATABASE",
+        "SCHEMA",
+        "FUNCTION",
+        "TABLE FUNCTION",
+        "AGGREGATE",
+        "MACRO",
+        "INDEX",
+        "SEQUENCE",
+        "TYPE",
+        "ROLE",
+        "USER",
+        "WAREHOUSE",
+        "FILE FORMAT",
+        "TAG",
+        "CATALOG",
+        "NAMESPACE",
+        "TRIGGER",
+        "PROCEDURE",
+        "PACKAGE",
+        "CONSTRAINT",
+        "SYNONYM",
+    }
+)
+"""CREATE kinds that move no data (a procedure's or function's body is analysed where it is called or by
+the procedural-block handler, not by its CREATE)."""
+
+
+def _plain(table: exp.Table) -> exp.Table:
+    return exp.Table(this=table.args.get("this"), db=table.args.get("db"), catalog=table.args.get("catalog"))
+
+
+def _ensure_process(ctx: StatementContext, ptype: str, name: str, effect_type: str) -> None:
+    if ctx.process_id is None:
+        ctx.begin_process(ptype, name, effect_type=effect_type)
+
+
+@handler(exp.Create)
+def handle_create(stmt: exp.Expr, ctx: StatementContext) -> None:
+    """CREATE: the core handler, then foreign keys and external locations; no-lineage kinds are skipped."""
+    assert isinstance(stmt, exp.Create)
+    kind = str(stmt.args.get("kind") or "").upper()
+    if kind in NO_LINEAGE_CREATE_KINDS:
+        return
+    statements.handle_create(stmt, ctx)
+    if kind != "TABLE":
+        return
+    table, _ = statements._target_table(stmt.this)
+    if table is None:
+        return
+    _external_locations(stmt, table, ctx)
+    _foreign_keys(stmt.this, table, ctx)
+
+
+def _external_locations(stmt: exp.Create, table: exp.Table, ctx: StatementContext) -> None:
+    props = stmt.args.get("properties")
+    if not isinstance(props, exp.Properties) or stmt.expression is not None:
+        return  # CTAS ... LOCATION writes the query's data there: the table is the lineage target
+    uris: list[str] = []
+    for prop in props.expressions:
+        if isinstance(prop, exp.LocationProperty) and isinstance(prop.this, exp.Literal):
+            uris.append(prop.this.name)
+        elif isinstance(prop, exp.Property) and prop.name.lower() in ("uris", "location", "path"):
+            value = prop.args.get("value")
+            items = value.expressions if isinstance(value, (exp.Array, exp.Tuple)) else [value]
+            uris.extend(i.name for i in items if isinstance(i, exp.Literal) and i.is_string)
+    if not uris:
+        return
+    name = statements._display(table)
+    _ensure_process(ctx, "create_external_table", f"Create external table {name}", "create_table")
+    dst = ctx.table(_plain(table))
+    defined = [c for c, _ in statements._column_defs(stmt.this, props)]
+    cols = table_columns(ctx, table, dst, defined)
+    for uri in uris:
+        src = path_dataset(ctx, uri)
+        flow(ctx, src, whole_columns(src), dst, cols, "create_table")
+
+
+def _references(node: exp.Expr) -> tuple[exp.Table | None, list[str]]:
+    ref = node.args.get("reference") if isinstance(node, exp.ForeignKey) else node
+    if isinstance(ref, exp.Reference):
+        target = ref.this
+        if isinstance(target, exp.Schema) and isinstance(target.this, exp.Table):
+            return target.this, [e.name for e in target.expressions]
+        if isinstance(target, exp.Table):
+            return target, []
+    return None, []
+
+
+def _foreign_keys(schema: exp.Expr | None, table: exp.Table, ctx: StatementContext) -> None:
+    """FOREIGN KEY (a) REFERENCES t (b) and column-level ``a ... REFERENCES t (b)``."""
+    if not isinstance(schema, exp.Schema):
+        return
+    pairs: list[tuple[list[str], exp.Table | None, list[str]]] = []
+    for e in schema.expressions:
+        if isinstance(e, exp.ColumnDef):
+            for con in e.args.get("constraints") or []:
+                kind = con.args.get("kind") if isinstance(con, exp.ColumnConstraint) else None
+                if isinstance(kind, exp.ForeignKey):
+                    local = [i.name for i in kind.expressions] or [e.name]
+                    pairs.append((local, *_references(kind)))
+                elif isinstance(kind, exp.Reference):
+                    pairs.append(([e.name], *_references(kind)))
+        elif isinstance(e, exp.ForeignKey):
+            pairs.append(([i.name for i in e.expressions], *_references(e)))
+        elif isinstance(e, exp.Constraint):
+            for fk in e.expressions:
+                if isinstance(fk, exp.ForeignKey):
+                    pairs.append(([i.name for i in fk.expressions], *_references(fk)))
+    _foreign_key_edges(pairs, table, ctx, "create_table", "Create table")
+
+
+def _foreign_key_edges(
+    pairs: list[tuple[list[str], exp.Table | None, list[str]]],
+    table: exp.Table,
+    ctx: StatementContext,
+    ptype: str,
+    verb: str,
+) -> None:
+    pairs = [p for p in pairs if p[1] is not None]
+    if not pairs:
+        return
+    _ensure_process(ctx, ptype, f"{verb} {statements._display(table)}", "foreign_key")
+    dst = ctx.table(_plain(table))
+    dst.process_ids.add(ctx.process_id or "")
+    for local, ref_table, ref_cols in pairs:
+        assert ref_table is not None
+        src = ctx.table(_plain(ref_table))
+        ref_cols = ref_cols or local  # REFERENCES t without columns: its primary key, named alike
+        for lc, rc in zip(local, ref_cols, strict=False):
+            ctx.graph.add(
+                FDD,
+                (src.id, src.column(rc)),
+                (dst.id, dst.column(lc)),
+                effect_type="foreign_key",
+                process_id=ctx.process_id,
+                effect=Effect.EXACT_COPY,
+            )
+
+
+@handler(exp.Alter)
+def handle_alter(stmt: exp.Expr, ctx: StatementContext) -> None:
+    """ALTER TABLE: SET LOCATION (path -> table), ADD [CONSTRAINT] FOREIGN KEY; RENAME / SWAP in core."""
+    assert isinstance(stmt, exp.Alter)
+    table = stmt.this
+    actions = list(stmt.args.get("actions") or [])
+    if not isinstance(table, exp.Table):
+        return
+    name = statements._display(table)
+    handled = False
+    for action in actions:
+        if isinstance(action, exp.AlterSet) and isinstance(action.args.get("location"), exp.Literal):
+            uri = action.args["location"].name
+            _ensure_process(ctx, "alter_table_set_location", f"Set location of {name}", "set_location")
+            src = path_dataset(ctx, uri)
+            dst = ctx.table(_plain(table))
+            flow(ctx, src, whole_columns(src), dst, table_columns(ctx, table, dst, []), "set_location")
+            handled = True
+        elif isinstance(action, exp.AddConstraint):
+            pairs: list[tuple[list[str], exp.Table | None, list[str]]] = []
+            for con in action.expressions:
+                fks = con.expressions if isinstance(con, exp.Constraint) else [con]
+                for fk in fks:
+                    if isinstance(fk, exp.ForeignKey):
+                        pairs.append(([i.name for i in fk.expressions], *_references(fk)))
+            _foreign_key_edges(pairs, table, ctx, "alter_table_add_constraint", "Add foreign key to")
+            handled = handled or bool(pairs)
+    if not handled:
+        statements.handle_alter(stmt, ctx)
