@@ -41,7 +41,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from atlas_bridge.errors import AtlasBridgeError, AtlasUnavailableError, ConfigError
-from atlas_bridge.model import ExtractionResult, Lineage, Problem, Severity, merge_lineage
+from atlas_bridge.model import ExtractionResult, Lineage, Problem, Relation, Severity, merge_lineage
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -772,7 +772,7 @@ def extract_lineage(
         t0 = time.perf_counter()
         done = 0
 
-        seen: set[tuple[str, ...]] = set()
+        seen: set[Relation] = set()  # frozen models hash by value; holding them costs no copy
 
         def parts() -> Iterator[Lineage]:
             # Relations seen in an earlier partition are dropped as they arrive, so the merge holds each
@@ -783,9 +783,8 @@ def extract_lineage(
                 part = Lineage.model_validate_json(lineage_json)
                 fresh = []
                 for rel in part.relations:
-                    key = rel.sort_key()
-                    if key not in seen:
-                        seen.add(key)
+                    if rel not in seen:
+                        seen.add(rel)
                         fresh.append(rel)
                 yield part.model_copy(update={"relations": tuple(fresh)})
                 done += 1
@@ -967,6 +966,19 @@ class SentState:
             self._fh.close()
             self._fh = None
 
+    def compact(self, keep: Iterable[str]) -> None:
+        """Rewrite the file with only ``keep`` (this run's batches, all acknowledged), so it stays small."""
+        self.close()
+        wanted = [h for h in dict.fromkeys(keep) if h in self._sent]
+        tmp = self.path.with_suffix(".jsonl.tmp")
+        with open(tmp, "w", encoding="utf-8") as fh:
+            for digest in wanted:
+                fh.write(json.dumps({"hash": digest}) + "\n")
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, self.path)
+        self._sent = set(wanted)
+
 
 @dataclasses.dataclass
 class DeliveryStats:
@@ -1010,10 +1022,12 @@ def deliver(
     be reached at all the delivery stops there, and the next run resumes from the first unacknowledged batch.
     """
     stats = DeliveryStats(batches=len(batches))
+    digests: list[str] = []
     t0 = time.perf_counter()
     last_log = time.monotonic()
     for index, batch in enumerate(batches, start=1):
         digest = batch_hash(batch)
+        digests.append(digest)
         count = _batch_entity_count(batch)
         stats.entities += count
         if skip_acknowledged and state is not None and digest in state:
@@ -1045,6 +1059,8 @@ def deliver(
         if time.monotonic() - last_log >= 10:
             logger.info("delivery: %d/%d batch(es)", index, len(batches))
             last_log = time.monotonic()
+    if state is not None and not stats.errors and len(state) > len(digests):
+        state.compact(digests)  # every batch of this run is acknowledged: older hashes are of no use
     stats.deliver_s = time.perf_counter() - t0
     logger.info(
         "delivered %d batch(es) to %s (%d skipped as already acknowledged): "

@@ -162,6 +162,42 @@ def test_sent_state_survives_a_torn_last_line_and_is_kept_per_target(tmp_path: P
     assert len(batch.SentState.for_target(tmp_path, "atlas:http://b|ns")) == 0
 
 
+class _Memory:
+    target = "memory:unit"
+
+    def __init__(self, fail_at: int | None = None) -> None:
+        self.sent: list[dict] = []  # type: ignore[type-arg]
+        self.fail_at = fail_at
+
+    def send(self, b: dict) -> tuple[int, int] | None:  # type: ignore[type-arg]
+        if self.fail_at is not None and len(self.sent) == self.fail_at:
+            from atlas_bridge.errors import AtlasUnavailableError
+
+            raise AtlasUnavailableError("down")
+        self.sent.append(b)
+        return (len(b["entities"]), 0)
+
+    def close(self) -> None:
+        pass
+
+
+def test_deliver_resumes_after_a_failure_and_keeps_the_state_file_small(tmp_path: Path) -> None:
+    batches = [
+        {"entities": [{"typeName": "t", "attributes": {"n": i}}], "referredEntities": {}} for i in range(5)
+    ]
+    state = batch.SentState.for_target(tmp_path, "memory:unit")
+    state.record("hash-of-a-batch-of-last-year", 1)
+    first = batch.deliver(batches, _Memory(fail_at=2), state)
+    assert (first.sent, first.created, len(first.errors)) == (2, 2, 1)
+    again = _Memory()
+    second = batch.deliver(batches, again, state)
+    assert (second.skipped, second.sent, second.created, second.unchanged) == (2, 3, 3, 2)
+    assert again.sent == batches[2:]
+    state.close()
+    lines = state.path.read_text(encoding="utf-8").splitlines()
+    assert sorted(json.loads(line)["hash"] for line in lines) == sorted(batch.batch_hash(b) for b in batches)
+
+
 def test_batch_hash_is_the_content_not_the_key_order() -> None:
     a = {"entities": [{"typeName": "t", "attributes": {"x": 1, "y": 2}}], "referredEntities": {}}
     b = {"referredEntities": {}, "entities": [{"attributes": {"y": 2, "x": 1}, "typeName": "t"}]}

@@ -149,3 +149,14 @@ def test_split_name_and_leaf_positions() -> None:
         (Path(__file__).parent / "data" / "spark" / "insert_into_select.json").read_text()
     )
     assert _leaves_needing_facts(catalog_read["events"][0]["analyzed"][1:]) == []
+
+
+def test_parse_quoted_identifier() -> None:
+    from atlas_bridge.spark import _parse_quoted
+
+    assert _parse_quoted("`spark_catalog`.`default`.`tgt`") == {
+        "table": "tgt",
+        "database": "default",
+        "catalog": "spark_catalog",
+    }
+    assert _parse_quoted("`db`.`we``ird.t`") == {"table": "we`ird.t", "database": "db"}

@@ -220,6 +220,19 @@ def test_events_of_one_statement_share_a_signature() -> None:
     assert write_priority("Project") == 0
 
 
+def test_merge_into() -> None:
+    # Spark's v1 tables refuse MERGE (onFailure); Delta / Iceberg deliver the same plan on success.
+    event = {**load("merge_into")["events"][0], "callback": "onSuccess"}
+    lin = run(event).lineage
+    got = lines(lin)
+    t, src = "table:default.tgt", "table:default.src"
+    assert lin.processes[0].type == "merge"
+    assert ("fdd", f"{src}.amount", f"{t}.amount_x2", "EXACT_COPY") in got
+    assert ("fdd", f"{src}.id", f"{t}.id", "EXACT_COPY") in got
+    assert ("fdr", f"{src}.id", f"{t}.PseudoRows", "condition") in got
+    assert not [r for r in lin.relations if r.source.dataset_id == t]  # ON t.id locates rows only
+
+
 def test_failures_and_non_writes_yield_nothing() -> None:
     assert run(load("runtime_failure_insert")["events"][0]).lineage.processes == ()
     assert run(load("drop_table")["events"][0]).lineage.processes == ()

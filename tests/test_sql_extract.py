@@ -393,3 +393,56 @@ def test_a_statement_that_breaks_the_merge_is_reported_not_raised(monkeypatch: p
     )
     assert [(p.kind, p.statement_index) for p in result.problems] == [("internal", 2)]
     assert set(relation_lines(end_to_end(result.lineage))) == {"s.a -> fdd -> t.a", "v.b -> fdd -> u.b"}
+
+
+def test_window_aggregates_are_not_grouped_aggregates() -> None:
+    lin = extract_sql_lineage(
+        "select sum(v) over (partition by p) s, lag(x) over (order by o) l from t"
+    ).lineage
+    into = {(r.source.column, r.target.column): r for r in lin.relations}
+    assert into[("v", "s")].effect is Effect.AGGREGATION
+    assert into[("x", "l")].effect is Effect.MODIFIED_COPY
+    assert ("PseudoRows", "s") not in into  # no GROUP BY-less aggregate: the window is the group
+
+
+def test_grouped_window_over_an_aggregate() -> None:
+    lin = extract_sql_lineage("select k, sum(sum(v)) over (partition by k) s from t group by k").lineage
+    kinds = {
+        (r.source.column, r.target.column, r.clause_type) for r in lin.relations if r.type is RelationType.FDR
+    }
+    assert ("k", "s", ClauseType.GROUP_BY) in kinds
+    assert ("k", "s", ClauseType.WINDOW) in kinds
+
+
+def test_long_union_chain_is_one_resultset_and_does_not_recurse() -> None:
+    union = " union all ".join(f"select a{i} from t{i}" for i in range(1500))
+    result = extract_sql_lineage(f"insert into x {union}")
+    assert result.ok
+    unions = [d for d in result.lineage.datasets if d.sub_type == "select_union"]
+    assert len(unions) == 1
+    assert len(end_to_end(result.lineage).relations) == 1500
+
+
+def test_star_replace_is_a_modified_copy() -> None:
+    schema = {"s": {"a": "int", "b": "int"}}
+    lin = extract_sql_lineage(
+        "insert into t select * replace (a + b as a) from s", "bigquery", schema
+    ).lineage
+    into_rs = {
+        (r.source.column, r.target.column): r
+        for r in lin.relations
+        if r.target.dataset_id.startswith("resultset")
+    }
+    assert into_rs[("b", "a")].effect is Effect.MODIFIED_COPY
+    assert into_rs[("b", "a")].transform == "a + b"
+    assert into_rs[("b", "b")].effect is Effect.EXACT_COPY
+
+
+def test_very_long_expressions_do_not_recurse() -> None:
+    terms = " and ".join(f"c{i} = 1" for i in range(3000))
+    result = extract_sql_lineage(f"insert into x select a from t where {terms}")
+    assert result.ok
+    restricting = {
+        r.source.column for r in end_to_end(result.lineage).relations if r.type is RelationType.FDR
+    }
+    assert len(restricting) == 3000

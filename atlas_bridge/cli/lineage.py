@@ -49,7 +49,8 @@ def _text(lineage: Lineage, level: str, chain: bool) -> str:
                 f"{names.get(e.source, e.source)} -> {proc} -> {names.get(e.target, e.target)}{suffix}"
             )
         return "\n".join(sorted(lines))
-    return "\n".join(relation_lines(lineage if chain else end_to_end(lineage)))
+    # several chains can collapse to the same two columns (with different spans): one line each
+    return "\n".join(sorted(set(relation_lines(lineage if chain else end_to_end(lineage)))))
 
 
 def _render(lineage: Lineage, fmt: str, level: str, chain: bool) -> str:

@@ -93,6 +93,7 @@ WRITE_COMMANDS: dict[str, int] = {
     "ReplaceTableAsSelect": 40,
     "CreateViewCommand": 40,
     "AlterTableRenameCommand": 40,
+    "MergeIntoTable": 40,
 }
 """Root classes that write something, with their de-duplication priority."""
 
@@ -1148,6 +1149,15 @@ def _describe_write(root: _Node, facts: dict[str, Any], ex: _Extractor) -> _Writ
         return _Write(
             "create_view", tgt, query, names, "create_view", "Create temp view" if temp else "Create view"
         )
+    if name == "MergeIntoTable":
+        if len(root.children) < 2:
+            return None
+        ex.register(root)
+        target_ids = ex.leaf_ids_under(root.children[0])
+        if not target_ids:
+            ex.warn("MERGE target has no identity")
+            return None
+        return _Write("merge", ex.datasets[target_ids[0]], None, None, "merge", "Merge into")
     if name == "AlterTableRenameCommand":
         old = _ident(root.f.get("oldName"))
         new = _ident(root.f.get("newName"))
@@ -1207,7 +1217,16 @@ def _normalised(value: Any) -> Any:
 
 
 def _plan_hash(items: list[dict[str, Any]], target_id: str, kind: str) -> str:
-    body = json.dumps([kind, target_id, _normalised(items)], sort_keys=True, separators=(",", ":"))
+    """Hash of what the statement does: its kind, target and query; the command node's own fields (which
+    the hook may read over py4j instead of serialising) do not count."""
+    root = items[0] if items else {}
+    slim: dict[str, Any] = {"class": root.get("class")}
+    for key in ("query", "plan"):
+        if isinstance(root.get(key), list):
+            slim[key] = root[key]
+    body = json.dumps(
+        [kind, target_id, _normalised([slim, *items[1:]])], sort_keys=True, separators=(",", ":")
+    )
     return hashlib.sha256(body.encode("utf-8")).hexdigest()
 
 
@@ -1360,6 +1379,8 @@ def _extract(
         assert w.source is not None
         ex.add_dataset(w.source)
         rel(RelationType.FDD, _Src(w.source.id, PSEUDO_ROWS), PSEUDO_ROWS)
+    elif w.kind == "merge":
+        _merge_relations(root, ex, target, rel)
     elif w.query is not None:
         ex.register(w.query)
         outs = ex.output_attrs(w.query)
@@ -1405,6 +1426,49 @@ def _extract(
     datasets = ex.build_datasets(process_id, targets)
     lineage = Lineage(datasets=tuple(datasets), processes=(process,), relations=tuple(relations))
     return ExtractionResult(lineage=lineage, problems=tuple(ex.problems))
+
+
+def _merge_relations(root: _Node, ex: _Extractor, target: Dataset, rel: Any) -> None:
+    """MERGE INTO: each assignment's value flows into its target column; the ON condition and each
+    action's condition decide (fdr condition). The target's own columns in the ON condition are skipped:
+    they only locate rows, they do not feed the target."""
+    assigned: set[str] = set()
+    for key in ("matchedActions", "notMatchedActions", "notMatchedBySourceActions"):
+        for action in ex.exprs(root.f.get(key)):
+            conditions = [c for c in action.children if c.name != "Assignment"]
+            columns: list[str] = []
+            for assignment in (c for c in action.children if c.name == "Assignment"):
+                if len(assignment.children) != 2:
+                    continue
+                k, value = assignment.children
+                column = str(_strip(k).f.get("name"))
+                columns.append(column)
+                ex.add_dataset(
+                    target, [(column, k.f.get("dataType") if isinstance(k.f.get("dataType"), str) else None)]
+                )
+                res = ex.resolve_expr(value, None)
+                for src, (rank, tr) in sorted(
+                    res.direct.items(), key=lambda kv: (kv[0].dataset, kv[0].column)
+                ):
+                    rel(RelationType.FDD, src, column, effect=_EFFECTS[rank], transform=tr)
+                for src, clause in sorted(
+                    res.indirect, key=lambda x: (x[0].dataset, x[0].column, x[1].value)
+                ):
+                    rel(RelationType.FDR, src, column, clause=clause)
+            for cond in conditions:
+                for ref, _role in _refs(cond):
+                    if ref is not None:
+                        for src in sorted(ex.ref_resolved(ref).direct, key=lambda x: (x.dataset, x.column)):
+                            for column in columns:
+                                rel(RelationType.FDR, src, column, clause=ClauseType.CONDITION)
+            assigned.update(columns)
+    for cond in ex.exprs(root.f.get("mergeCondition")):
+        for ref, _role in _refs(cond):
+            if ref is None:
+                continue
+            for src in sorted(ex.ref_resolved(ref).direct, key=lambda x: (x.dataset, x.column)):
+                if src.dataset != target.id:
+                    rel(RelationType.FDR, src, PSEUDO_ROWS, clause=ClauseType.CONDITION)
 
 
 def _process_name(w: _Write, target: Dataset) -> str:

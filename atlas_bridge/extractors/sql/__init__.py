@@ -10,11 +10,13 @@ Modules:
 
 - :mod:`.split` - tokenizer-based statement splitting, file positions (:class:`.split.LineIndex`).
 - :mod:`.schema` - table -> columns lookup (sqlglot's nested mapping), grown by the script's DDL.
-- :mod:`.builder` - mutable datasets/relations frozen into the model once per statement.
+- :mod:`.builder` - mutable datasets/relations, checked per statement and frozen into one validated
+  :class:`~atlas_bridge.model.Lineage` per script.
 - :mod:`.core` - :class:`.core.StatementContext`: the resolver and the helpers handlers use
   (``query_lineage``, ``query_ctes``, ``table``, ``table_columns``, ``write_into``, ``begin_process``,
   ``warn``, ``resultset``/``numbered_resultset``).
-- :mod:`.registry` - the statement-handler registry.
+- :mod:`.registry` - the statement-handler registry (and script-level hooks: re-cutting statements,
+  claiming a statement before it is parsed, post-handler hooks).
 - :mod:`.statements` - core handlers: queries, CREATE VIEW / TABLE [AS SELECT], INSERT [OVERWRITE].
 
 Adding a statement handler (e.g. MERGE, UPDATE, LOAD DATA, procedures):

@@ -40,7 +40,7 @@ def _function_dataset(
 
 def _scalar_udfs(stmt: exp.Expr) -> list[tuple[str, str | None, str | None, str]]:
     """(name, db, catalog, call text) of each ``schema.function(...)`` call."""
-    out = []
+    out: list[tuple[str, str | None, str | None, str]] = []
     for dot in stmt.find_all(exp.Dot):
         call = dot.expression
         if not isinstance(call, exp.Anonymous):
@@ -72,8 +72,19 @@ def function_calls(stmt: exp.Expr, ctx: StatementContext) -> None:
         fn = _function_dataset(ctx, name, db, catalog)
         rows = (fn.id, fn.rows())
         targets = {r.target for r in rels if r.type is FDD and r.function and r.function.lower() == low}
+        returns = ctx.state.counters.get(f"function-return:{fn.id}") is not None
         for target in sorted(targets):
             graph.add(CALL, rows, target, effect_type="function", process_id=ctx.process_id, function=name)
+            if returns:  # the script defines the function: what it returns flows into the call's value
+                graph.add(
+                    FDD,
+                    (fn.id, fn.column("RETURN")),
+                    target,
+                    effect_type=ctx.effect_type,
+                    process_id=ctx.process_id,
+                    effect=Effect.MODIFIED_COPY,
+                    function=name,
+                )
         if not targets:  # only constants passed: still record that the statement calls it
             for ds in graph.datasets.values():
                 if ds.kind is DatasetKind.RESULTSET and ds.sub_type == "select_list":

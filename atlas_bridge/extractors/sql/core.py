@@ -43,6 +43,7 @@ from atlas_bridge.model import (
     Severity,
     Span,
     dataset_id,
+    query_hash,
 )
 
 FDD = RelationType.FDD
@@ -96,6 +97,8 @@ class Ref:
     count_star: bool = False
     clause: ClauseType | None = None
     """An fdr into the output column from this clause (e.g. an aggregate's FILTER condition)."""
+    window_agg: bool = False
+    """An argument of a window aggregate (``SUM(x) OVER (...)``): a value, effect AGGREGATION."""
 
 
 class QueryResult:
@@ -163,6 +166,8 @@ class Source:
     rename: dict[str, str] | None = None
     """Alias column list of a derived table: alias column (lower) -> underlying output column."""
     rename_names: tuple[str, ...] = ()
+    types: dict[str, str | None] | None = None
+    """Column types from the schema (lower name -> type), recorded on the columns used."""
 
     def has(self, name: str) -> bool | None:
         low = name.lower()
@@ -181,7 +186,10 @@ class Source:
         if self.query is not None:
             return self.query.lookup(name, span)
         if self.known is not None and low in self.known:
-            return (self.ds.id, self.ds.column(self.known[low], span))
+            col = self.ds.column(self.known[low], span)
+            if self.types and self.types.get(low) and self.ds.columns[low].data_type is None:
+                self.ds.columns[low].data_type = self.types[low]
+            return (self.ds.id, col)
         if self.known is None or force:
             return (self.ds.id, self.ds.column(name, span))
         return None
@@ -262,11 +270,13 @@ class StatementContext:
         self._ticks = 0
         self.problems: list[Problem] = []
         self.dialect = state.dialect
-        self.key = _statement_key(state, self.sql)
+        self.query_hash = query_hash(self.sql)
+        self.key = _statement_key(state, self.query_hash)
         self.process_id: str | None = None
         self.scope_id = f"query:{self.key}"
         self.effect_type = "select"
         self._names_used: set[str] = set()
+        self._orphans_warned: set[tuple[str, Span | None]] = set()
 
     # -- bookkeeping ----------------------------------------------------------------------------------
 
@@ -319,7 +329,7 @@ class StatementContext:
                 id=pid,
                 type=ptype,
                 name=name,
-                query_hash=_hash(self.sql),
+                query_hash=self.query_hash,
                 statement_index=self.index,
                 sql=self.sql,
                 span=self.statement_span(),
@@ -360,7 +370,9 @@ class StatementContext:
                 name=ORPHAN_TABLE,
             )
         )
-        self.warn(f"column {name!r} cannot be placed: {reason}", kind="orphan_column", span=span)
+        if (name.lower(), span) not in self._orphans_warned:  # a column resolved twice warns once
+            self._orphans_warned.add((name.lower(), span))
+            self.warn(f"column {name!r} cannot be placed: {reason}", kind="orphan_column", span=span)
         return (ds.id, ds.column(name, span))
 
     # -- tables ---------------------------------------------------------------------------------------
@@ -543,25 +555,42 @@ class StatementContext:
         alias: str | None,
         on_first_branch: Callable[[QueryResult], None] | None,
     ) -> QueryResult:
+        # A left-deep chain (``a UNION ALL b UNION ALL c ...``) is walked iteratively, and a run of the
+        # same operation becomes one resultset with all its branches: 800 UNIONs do not recurse 800 deep.
+        chain = [node]
+        while isinstance(chain[-1].this, exp.SetOperation) and not chain[-1].this.args.get("with_"):
+            chain.append(chain[-1].this)
         ctes = self._with(node, parent, ctes)
-        left = self.query_lineage(node.this, parent, ctes, on_first_branch=on_first_branch)
+        first = self.query_lineage(chain[-1].this, parent, ctes, on_first_branch=on_first_branch)
         if on_first_branch is not None:
-            on_first_branch(left)
-        right = self.query_lineage(node.expression, parent, ctes)
-        kind = type(node).__name__.upper()
+            on_first_branch(first)
+        branches = [first]
+        current: exp.SetOperation | None = None
+        for op in reversed(chain):
+            self.check()
+            if current is not None and not _same_set_operation(op, current):
+                branches = [self._combine(current, branches, None)]
+            current = op
+            branches.append(self.query_lineage(op.expression, parent, ctes))
+        assert current is not None
+        return self._combine(current, branches, alias)
+
+    def _combine(self, op: exp.SetOperation, branches: list[QueryResult], alias: str | None) -> QueryResult:
+        """One set-operation resultset fed positionally by its branches (names from the first)."""
+        kind = type(op).__name__.upper()
         ds = self.numbered_resultset(f"RESULT_OF_{kind}", "select_union", alias)
         qr = QueryResult(ds)
-        for name in left.columns:
+        for name in branches[0].columns:
             qr.add_output(name)
-        for branch in (left, right):
+        for branch in branches:
             for src_col, tgt_col in zip(branch.columns, qr.columns, strict=False):
                 self.graph.add(FDD, (branch.ds.id, src_col), (ds.id, tgt_col), effect=Effect.EXACT_COPY)
             if self.graph.is_fed(branch.rows_key):
                 self.graph.add(FDD, branch.rows_key, (ds.id, ds.rows()), clause_type=ClauseType.SELECT)
-        if left.extra is not None or right.extra is not None:
+        if any(b.extra is not None for b in branches):
 
             def extra(name: str, span: Span | None) -> str | None:
-                found = [k for b in (left, right) if (k := b.lookup(name, span)) is not None]
+                found = [k for b in branches if (k := b.lookup(name, span)) is not None]
                 if not found:
                     return None
                 col = ds.column(name)
@@ -598,7 +627,6 @@ class StatementContext:
         aliases: dict[str, list[Ref]] = {}
         agg_cols: list[str] = []
         open_stars: list[Source] = []
-        has_count_star = False
         for proj in sel.expressions:
             self.check()
             if isinstance(proj, exp.Star) or (
@@ -625,7 +653,6 @@ class StatementContext:
             is_agg = False
             for ref in refs:
                 if ref.count_star:
-                    has_count_star = True
                     is_agg = is_agg or not ref.window
                     for src in scope.sources:
                         src.ds.rows()
@@ -649,6 +676,8 @@ class StatementContext:
                     continue
                 if ref.agg:
                     is_agg = True
+                    effect = Effect.AGGREGATION
+                elif ref.window_agg:
                     effect = Effect.AGGREGATION
                 elif ref.orphan:
                     effect = Effect.AMBIGUOUS
@@ -731,7 +760,6 @@ class StatementContext:
                 src.ds.rows()
                 for col in agg_cols:
                     self.graph.add(FDR, src.rows_key, (ds.id, col), clause_type=ClauseType.SELECT)
-        del has_count_star
         return qr
 
     def _star(self, scope: Scope, qr: QueryResult, proj: exp.Expr, open_stars: list[Source]) -> None:
@@ -750,16 +778,35 @@ class StatementContext:
         else:
             sources = list(scope.sources)
         excluded: set[str] = set()
+        replaced: dict[str, exp.Expr] = {}
         if isinstance(star, exp.Star):
             for arg in ("except_", "except", "exclude"):
                 for e in star.args.get(arg) or []:
                     excluded.add(e.name.lower())
+            for e in star.args.get("replace") or []:  # BigQuery ``* REPLACE (a + 1 AS a)``
+                replaced[e.alias_or_name.lower()] = e.unalias() if isinstance(e, exp.Alias) else e
         span = self.span_of(proj)
         for src in sources:
             cols = src.column_list()
             if cols is not None:
                 for c in cols:
                     if c.lower() in excluded:
+                        continue
+                    if c.lower() in replaced:
+                        out = qr.add_output(c)
+                        expr = replaced[c.lower()]
+                        refs: list[Ref] = []
+                        self._collect(expr, scope, refs)
+                        transform = _sql(expr, self.dialect)
+                        for ref in refs:
+                            if not (ref.count_star or ref.rows):
+                                self.graph.add(
+                                    FDD,
+                                    ref.key,
+                                    (qr.ds.id, out),
+                                    effect=Effect.MODIFIED_COPY,
+                                    transform=transform,
+                                )
                         continue
                     ckey = src.column(c, None)
                     if ckey is None:
@@ -812,13 +859,14 @@ class StatementContext:
             ds = self.table(item)
             cols = self.table_columns(item)
             known = {c.lower(): c for c, _ in cols} if cols is not None else None
+            types = {c.lower(): t for c, t in cols} if cols is not None else None
             names = {low}
             if item.db:
                 names.add(f"{item.db.lower()}.{low}")
                 if item.catalog:
                     names.add(f"{item.catalog.lower()}.{item.db.lower()}.{low}")
             scope.sources.append(
-                Source(alias=(alias or name).lower(), ds=ds, names=tuple(names), known=known)
+                Source(alias=(alias or name).lower(), ds=ds, names=tuple(names), known=known, types=types)
             )
             return
         while isinstance(item, exp.Subquery) and isinstance(item.this, exp.Subquery) and not alias:
@@ -931,78 +979,102 @@ class StatementContext:
         bound: frozenset[str] = frozenset(),
         filter_context: bool = False,
     ) -> None:
-        """Column occurrences of ``node`` (not descending into subqueries, which get their own RS)."""
-        if self.state.resolve_variable is not None and isinstance(node, (exp.Column, exp.Parameter)):
-            var_key = self.state.resolve_variable(node)
-            if var_key is not None:
-                out.append(Ref(var_key, self.span_of(node), agg, window, func=func))
-                return
-        if isinstance(node, exp.Column):
-            if isinstance(node.this, exp.Star):
-                qual = tuple(p.lower() for p in _qualifier(node))
-                src = scope.find(qual) if qual else None
-                if src is not None:
-                    src.ds.rows()
-                    out.append(Ref(src.rows_key, rows=True, agg=agg, func=func))
-                return
-            if not node.table and node.name.lower() in bound:
-                return
-            self._resolve_into(node, scope, out, lateral, agg, window, func)
-            return
-        if isinstance(node, (exp.Subquery, exp.Select, exp.SetOperation)):
-            qr = self.query_lineage(node, scope, scope.ctes)
-            for c in qr.columns:
-                out.append(Ref((qr.ds.id, c), agg=agg, window=window or filter_context, func=func))
-            if self.graph.is_fed(qr.rows_key):
-                out.append(Ref(qr.rows_key, rows=True))
-            return
-        if isinstance(node, exp.Window):
-            self._collect(
-                node.this, scope, out, lateral=lateral, agg=False, window=False, func=func, bound=bound
-            )
-            for p in node.args.get("partition_by") or []:
-                self._collect(p, scope, out, lateral=lateral, window=True, bound=bound)
-            order = node.args.get("order")
-            if order is not None:
-                self._collect(order, scope, out, lateral=lateral, window=True, bound=bound)
-            return
-        if isinstance(node, exp.AggFunc):
-            if isinstance(node, exp.Count) and (node.this is None or isinstance(node.this, exp.Star)):
-                out.append(Ref(("", ""), count_star=True, window=window, func="COUNT"))
-                return
-            agg, func = (not window) or agg, node.sql_name()
-        elif isinstance(node, exp.Func):
-            func = node.name if isinstance(node, exp.Anonymous) else node.sql_name()
-        elif isinstance(node, exp.Filter):
-            self._collect(
-                node.this, scope, out, lateral=lateral, agg=agg, window=window, func=func, bound=bound
-            )
-            cond: list[Ref] = []
-            self._collect(node.expression, scope, cond, lateral=lateral, bound=bound)
-            for ref in cond:
-                ref.clause = ClauseType.CONDITION
-            out.extend(cond)
-            return
-        elif isinstance(node, exp.Lambda):
-            names = frozenset(e.name.lower() for e in node.expressions)
-            self._collect(
-                node.this, scope, out, lateral=lateral, agg=agg, window=window, func=func, bound=bound | names
-            )
-            return
-        elif isinstance(node, (exp.Literal, exp.DataType, exp.Var, exp.Identifier)):
-            return
-        for child in node.iter_expressions():
-            self._collect(
-                child,
-                scope,
-                out,
-                lateral=lateral,
-                agg=agg,
-                window=window,
-                func=func,
-                bound=bound,
-                filter_context=filter_context,
-            )
+        """Column occurrences of ``node`` (not descending into subqueries, which get their own RS).
+
+        An explicit stack rather than recursion: generated SQL nests thousands deep (``a AND b AND ...``),
+        which sqlglot parses iteratively and a recursive walk could not follow.
+        """
+        Item = tuple[exp.Expr, bool, bool, str | None, frozenset[str], bool]
+        stack: list[Item] = [(node, agg, window, func, bound, filter_context)]
+        while stack:
+            node, agg, window, func, bound, filter_context = stack.pop()
+            if self.state.resolve_variable is not None and isinstance(node, (exp.Column, exp.Parameter)):
+                var_key = self.state.resolve_variable(node)
+                if var_key is not None:
+                    out.append(Ref(var_key, self.span_of(node), agg, window, func=func))
+                    continue
+            if isinstance(node, exp.Column):
+                if isinstance(node.this, exp.Star):
+                    qual = tuple(p.lower() for p in _qualifier(node))
+                    src = scope.find(qual) if qual else None
+                    if src is not None:
+                        src.ds.rows()
+                        out.append(Ref(src.rows_key, rows=True, agg=agg, func=func))
+                    continue
+                if not node.table and node.name.lower() in bound:
+                    continue
+                self._resolve_into(node, scope, out, lateral, agg, window, func)
+                continue
+            if isinstance(node, (exp.Subquery, exp.Select, exp.SetOperation)):
+                qr = self.query_lineage(node, scope, scope.ctes)
+                for c in qr.columns:
+                    out.append(Ref((qr.ds.id, c), agg=agg, window=window or filter_context, func=func))
+                if self.graph.is_fed(qr.rows_key):
+                    out.append(Ref(qr.rows_key, rows=True))
+                continue
+            if isinstance(node, exp.Window):
+                self._window(node, scope, out, lateral, agg, func, bound)
+                continue
+            if isinstance(node, exp.AggFunc):
+                if isinstance(node, exp.Count) and _counts_rows(node):
+                    out.append(Ref(("", ""), count_star=True, window=window, func="COUNT"))
+                    continue
+                agg, func = (not window) or agg, node.sql_name()
+            elif isinstance(node, exp.Func):
+                func = node.name if isinstance(node, exp.Anonymous) else node.sql_name()
+            elif isinstance(node, exp.Filter):
+                self._collect(
+                    node.this, scope, out, lateral=lateral, agg=agg, window=window, func=func, bound=bound
+                )
+                cond: list[Ref] = []
+                self._collect(node.expression, scope, cond, lateral=lateral, bound=bound)
+                for ref in cond:
+                    ref.clause = ClauseType.CONDITION
+                out.extend(cond)
+                continue
+            elif isinstance(node, exp.Lambda):
+                names = frozenset(e.name.lower() for e in node.expressions)
+                stack.append((node.this, agg, window, func, bound | names, False))
+                continue
+            elif isinstance(node, (exp.Literal, exp.DataType, exp.Var, exp.Identifier)):
+                continue
+            children = list(node.iter_expressions())
+            for child in reversed(children):  # pre-order, left to right
+                stack.append((child, agg, window, func, bound, filter_context))
+
+    def _window(
+        self,
+        node: exp.Window,
+        scope: Scope,
+        out: list[Ref],
+        lateral: dict[str, list[Ref]] | None,
+        agg: bool,
+        func: str | None,
+        bound: frozenset[str],
+    ) -> None:
+        """A window function: its arguments, then PARTITION BY / ORDER BY columns (fdr, clause window)."""
+        fn = node.this
+        if isinstance(fn, exp.AggFunc) and not (isinstance(fn, exp.Count) and _counts_rows(fn)):
+            # ``SUM(x) OVER (...)`` aggregates over the window, not over a GROUP BY group: its
+            # arguments are values (effect AGGREGATION) and the output is no grouped aggregate
+            inner: list[Ref] = []
+            for arg in fn.iter_expressions():
+                self._collect(arg, scope, inner, lateral=lateral, agg=agg, func=fn.sql_name(), bound=bound)
+            navigation = isinstance(fn, _NAVIGATION)  # LAG(x) copies a value of another row
+            for ref in inner:
+                ref.window_agg = not ref.agg and not navigation
+            out.extend(inner)
+        else:  # ROW_NUMBER(), COUNT(*) OVER (...): values of the function's own arguments
+            own: list[Ref] = []
+            self._collect(fn, scope, own, lateral=lateral, agg=False, window=False, func=func, bound=bound)
+            for ref in own:
+                ref.window = ref.window or ref.count_star  # COUNT(*) OVER: no grouped aggregate
+            out.extend(own)
+        for p in node.args.get("partition_by") or []:
+            self._collect(p, scope, out, lateral=lateral, window=True, bound=bound)
+        order = node.args.get("order")
+        if order is not None:
+            self._collect(order, scope, out, lateral=lateral, window=True, bound=bound)
 
     def _resolve_into(
         self,
@@ -1014,6 +1086,7 @@ class StatementContext:
         window: bool,
         func: str | None,
     ) -> None:
+        self.check()
         name = col.name
         span = self.span_of(col)
         qual = tuple(p.lower() for p in _qualifier(col))
@@ -1149,6 +1222,22 @@ def _rename(src: Source, alias_cols: list[str], columns: list[str]) -> None:
     src.rename_names = tuple(a for a, _ in pairs)
 
 
+_NAVIGATION: tuple[type[exp.Expr], ...] = tuple(
+    t
+    for t in (getattr(exp, n, None) for n in ("Lag", "Lead", "FirstValue", "LastValue", "NthValue"))
+    if isinstance(t, type)
+)
+
+
+def _same_set_operation(a: exp.SetOperation, b: exp.SetOperation) -> bool:
+    return type(a) is type(b) and bool(a.args.get("distinct")) == bool(b.args.get("distinct"))
+
+
+def _counts_rows(count: exp.Count) -> bool:
+    """COUNT(*) / COUNT(): counts rows, fed by PseudoRows rather than by a column."""
+    return count.this is None or isinstance(count.this, exp.Star)
+
+
 def _qualifier(col: exp.Column) -> list[str]:
     parts = [col.args.get(k) for k in ("catalog", "db", "table")]
     return [p.name for p in parts if isinstance(p, exp.Expr) and p.name]
@@ -1178,14 +1267,8 @@ def _expression_name(expr: exp.Expr, dialect: Dialect) -> str:
     return text if len(text) <= 128 else text[:125] + "..."
 
 
-def _hash(sql: str) -> str:
-    from atlas_bridge.model import query_hash
-
-    return query_hash(sql)
-
-
-def _statement_key(state: ScriptState, sql: str) -> str:
-    short = _hash(sql)[:16]
+def _statement_key(state: ScriptState, full_hash: str) -> str:
+    short = full_hash[:16]
     n = state.hashes_seen.get(short, 0) + 1
     state.hashes_seen[short] = n
     return short if n == 1 else f"{short}#{n}"

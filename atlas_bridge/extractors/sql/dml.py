@@ -10,6 +10,8 @@ data: they produce neither an edge nor a problem (DELETE's WHERE picks rows to d
 
 from __future__ import annotations
 
+import dataclasses
+
 from sqlglot import exp
 
 from atlas_bridge.extractors.sql import statements
@@ -273,6 +275,10 @@ def handle_merge(stmt: exp.Expr, ctx: StatementContext) -> None:
     scope = Scope(None, ctes)
     ctx._add_source(scope, tbl)
     ctx._add_source(scope, using)
+    # WHEN branches: an unqualified column is the source's (an inserted row has no target values yet, and
+    # SET values come from the source in practice); ``t.col`` still reaches the target.
+    values = Scope(None, ctes)
+    values.sources = [dataclasses.replace(scope.sources[0], known={}), *scope.sources[1:]]
     target = ctx.table(_plain_table(tbl))
     on = stmt.args.get("on")
     whens = stmt.args.get("whens")
@@ -283,17 +289,17 @@ def handle_merge(stmt: exp.Expr, ctx: StatementContext) -> None:
         then = when.args.get("then")
         if isinstance(then, exp.Update):
             rs = ctx.numbered_resultset("MERGE-UPDATE", "merge-update", tbl.alias or None)
-            written = _set_items(ctx, list(then.expressions), scope, rs)
+            written = _set_items(ctx, list(then.expressions), values, rs)
             effect_type = "merge_update"
         elif isinstance(then, exp.Insert):
             rs = ctx.numbered_resultset("MERGE-INSERT", "merge-insert", tbl.alias or None)
-            written = _merge_insert(ctx, then, scope, rs, [c for c, _ in known] if known else None)
+            written = _merge_insert(ctx, then, values, rs, [c for c, _ in known] if known else None)
             effect_type = "merge_insert"
         else:
             continue  # WHEN MATCHED THEN DELETE: rows go, nothing is written
         rows = (rs.id, rs.rows())
         _restrict(ctx, on, scope, rows, ClauseType.CONDITION)
-        _restrict(ctx, when.args.get("condition"), scope, rows, ClauseType.CONDITION)
+        _restrict(ctx, when.args.get("condition"), values, rows, ClauseType.CONDITION)
         if on is not None:
             ctx._join_pairs(on, scope)
         _pass_rows(ctx, scope, rs)

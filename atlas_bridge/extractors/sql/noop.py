@@ -8,10 +8,13 @@ core's "not analysed" warning, so a statement that may move data is never droppe
 from __future__ import annotations
 
 from sqlglot import exp
+from sqlglot.parser import Parser
 
 from atlas_bridge.extractors.sql import statements
-from atlas_bridge.extractors.sql.core import StatementContext
-from atlas_bridge.extractors.sql.registry import handler
+from atlas_bridge.extractors.sql.builder import GraphBuilder
+from atlas_bridge.extractors.sql.core import ScriptState, StatementContext
+from atlas_bridge.extractors.sql.registry import handler, text_handler
+from atlas_bridge.extractors.sql.split import StatementChunk
 
 NO_LINEAGE_COMMANDS = frozenset(
     {
@@ -66,8 +69,6 @@ NO_LINEAGE_COMMANDS = frozenset(
         "REMOVE",
         "RM",
         "LS",
-        "PUT",
-        "GET",
         "COMMENT",
         "CLOSE",
         "RETURN",
@@ -130,3 +131,14 @@ if _EXTRA_NO_LINEAGE:
     @handler(*_EXTRA_NO_LINEAGE)
     def handle_no_lineage(stmt: exp.Expr, ctx: StatementContext) -> None:
         """Declarations and session statements: no data moves."""
+
+
+@text_handler
+def use_statement(
+    chunk: StatementChunk, state: ScriptState, parser: Parser, budget: float | None
+) -> list[GraphBuilder] | None:
+    """``USE <name>`` only changes the session's default: claimed before sqlglot, which trips on some
+    names (T-SQL ``USE warehouse``: WAREHOUSE is a keyword)."""
+    if chunk.tokens and str(chunk.tokens[0].text).upper() == "USE":
+        return []
+    return None

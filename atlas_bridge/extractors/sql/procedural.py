@@ -113,6 +113,8 @@ _SILENT = {
     "REVOKE",
     "ANALYZE",
 }
+_DECLARE_BLOCK_DIALECTS = frozenset({"oracle", "snowflake"})
+"""Where ``DECLARE ... BEGIN ... END`` is an anonymous block (elsewhere DECLARE is one statement)."""
 _STATEMENT_WORDS = {"SELECT", "WITH", "INSERT", "UPDATE", "DELETE", "MERGE", "CREATE", "OPEN", "FETCH", "SET"}
 
 
@@ -185,13 +187,17 @@ def regroup_blocks(chunks: list[StatementChunk], state: ScriptState) -> list[Sta
     """Merge the chunks of each procedural block into one :class:`BlockChunk`."""
     out: list[StatementChunk] = []
     i = 0
-    tsql = type(state.dialect).__name__.lower() == "tsql"
-    if type(state.dialect).__name__.lower() == "oracle":
+    dialect = type(state.dialect).__name__.lower()
+    tsql = dialect == "tsql"
+    chunks = [_unswallow(c, state) for c in chunks]
+    if dialect == "oracle":
         chunks = [_drop_sqlplus_slash(c, state) for c in chunks]
         chunks = [c for c in chunks if c.tokens or c.error is not None]
     while i < len(chunks):
         chunk = chunks[i]
         kind = _block_kind(chunk.tokens) if chunk.error is None else None
+        if kind == "declare" and dialect not in _DECLARE_BLOCK_DIALECTS:
+            kind = None  # BigQuery, Teradata, MySQL, Postgres: DECLARE is a statement of its own
         if kind is None:
             out.append(chunk)
             i += 1
@@ -206,6 +212,27 @@ def regroup_blocks(chunks: list[StatementChunk], state: ScriptState) -> list[Sta
     for n, c in enumerate(out, 1):
         c.index = n
     return out
+
+
+def _is_swallowed(tok: Token) -> bool:
+    """A raw STRING token standing for the rest of a statement: its offsets do not span its text (a real
+    string literal spans its text plus quotes)."""
+    return tok.token_type is TokenType.STRING and (tok.end - tok.start + 1) < len(str(tok.text))
+
+
+def _unswallow(chunk: StatementChunk, state: ScriptState) -> StatementChunk:
+    """A statement that starts as one raw STRING token (the tokenizer swallowed it after a command word
+    such as T-SQL's ``GO``, which the splitter then cut off) gets its real tokens back."""
+    toks = chunk.tokens
+    if not toks or chunk.error is not None:
+        return chunk
+    first = toks[0]
+    if not _is_swallowed(first):
+        return chunk
+    expanded = _expand_tokens(state, toks, search_from=max(chunk.start - len(str(first.text)) - 8, 0))
+    if not expanded or expanded[0] is first:
+        return chunk
+    return StatementChunk(index=chunk.index, start=expanded[0].start, end=chunk.end, tokens=expanded)
 
 
 def _drop_sqlplus_slash(chunk: StatementChunk, state: ScriptState) -> StatementChunk:
@@ -227,11 +254,26 @@ def _drop_sqlplus_slash(chunk: StatementChunk, state: ScriptState) -> StatementC
     return StatementChunk(index=chunk.index, start=rest[0].start, end=chunk.end, tokens=rest)
 
 
+def _body_starts_with_begin(toks: list[Token]) -> bool:
+    """``CREATE PROCEDURE p ... AS BEGIN``: the body is the BEGIN ... END block."""
+    depth = 0
+    for k, tok in enumerate(toks):
+        if tok.token_type is TokenType.L_PAREN:
+            depth += 1
+        elif tok.token_type is TokenType.R_PAREN:
+            depth -= 1
+        elif depth == 0 and word(tok) == "AS":
+            return k + 1 < len(toks) and word(toks[k + 1]) == "BEGIN"
+        elif depth == 0 and word(tok) == "BEGIN":
+            return True
+    return False
+
+
 def _block_end(chunks: list[StatementChunk], i: int, kind: str, state: ScriptState, tsql: bool) -> int | None:
     """Index of the block's last chunk (None: not a block after all)."""
     first = chunks[i].tokens
-    if kind == "routine" and tsql:
-        # T-SQL: the body runs to the end of the batch (GO or the end of the script).
+    if kind == "routine" and tsql and not _body_starts_with_begin(first):
+        # T-SQL without BEGIN: the body runs to the end of the batch (GO or the end of the script).
         j = i
         while j + 1 < len(chunks) and not _batch_break(state, chunks[j], chunks[j + 1]):
             if chunks[j + 1].error is not None:
@@ -275,6 +317,8 @@ class Block:
     budget: float | None
     scope: str
     procedure: str | None = None
+    function: Procedure | None = None
+    """The function whose body this is (its RETURN value flows to the function's ``RETURN`` column)."""
     variables: dict[str, Variable] = field(default_factory=dict)
     graphs: list[GraphBuilder] = field(default_factory=list)
     ctx: StatementContext | None = None
@@ -385,6 +429,8 @@ def procedural_block(
         procedure, body_from = _header(block, first_tokens)
         block.procedure = procedure.name
         block.scope = procedure.id
+        if procedure.type == "function":
+            block.function = procedure
         for arg in procedure.arguments:
             block.declare(arg.name, "scalar")
     old_proc, old_resolver = state.procedure, state.resolve_variable
@@ -566,8 +612,37 @@ def _after_condition(toks: list[Token], i: int) -> int | None:
     return None
 
 
+def _expand_tokens(state: ScriptState, toks: list[Token], search_from: int | None = None) -> list[Token]:
+    """Undo the tokenizer's command swallowing: after a command word (``BEGIN`` in BigQuery, ``FETCH``
+    everywhere) at a statement start, sqlglot keeps the rest of the statement as one raw STRING token."""
+    out: list[Token] = []
+    prev_end = search_from if search_from is not None else (toks[0].start if toks else 0)
+    for tok in toks:
+        text = str(tok.text)
+        swallowed = _is_swallowed(tok)
+        begin = state.text.find(text, prev_end) if swallowed else -1
+        raw = state.text[begin : begin + len(text)] if begin >= 0 else ""
+        swallowed = swallowed and bool(raw)
+        if not swallowed:
+            out.append(tok)
+            prev_end = max(prev_end, tok.end + 1)
+            continue
+        # "x " keeps the first word off the statement start, so it is not swallowed again.
+        lead = max(begin - 2, 0)
+        pad = "".join("\n" if c == "\n" else " " for c in state.text[:lead])
+        try:
+            again = state.dialect.tokenize(pad + ("x " if begin >= 2 else "") + raw)
+        except SqlglotError:
+            out.append(tok)
+            continue
+        out.extend(again[1:] if begin >= 2 else again)
+        prev_end = begin + len(raw)
+    return out
+
+
 def _inner_statement(block: Block, toks: list[Token], in_declare: bool) -> bool:
     """Analyse one inner statement; returns whether we are still in a declaration section."""
+    toks = _expand_tokens(block.state, toks)
     i = _skip_control(toks)
     if i > 0 and i <= len(toks) and any(word(t) == "BEGIN" for t in toks[:i]):
         in_declare = False
@@ -587,6 +662,9 @@ def _inner_statement(block: Block, toks: list[Token], in_declare: bool) -> bool:
         return in_declare
     if w == "FETCH":
         _fetch(block, toks)
+        return in_declare
+    if w == "RETURN" and block.function is not None and len(toks) > 1:
+        _function_return(block, toks[1:])
         return in_declare
     if w in _SILENT or w.startswith("DBMS_"):
         return in_declare
@@ -859,6 +937,44 @@ def _expression_into(block: Block, ctx: StatementContext, expr: exp.Expr, var: V
         return
     qr = ctx.query_lineage(exp.select(exp.alias_(expr, "value")))
     _write_columns(block, ctx, qr, [var])
+
+
+RETURN_COLUMN = "RETURN"
+"""The column of a scalar function's object that holds what it returns."""
+
+
+def returns_key(function_id: str) -> str:
+    """Marker in ``ScriptState.counters``: the script defines this function's RETURN value."""
+    return f"function-return:{function_id}"
+
+
+def _function_return(block: Block, toks: list[Token]) -> None:
+    """``RETURN expr`` in a scalar function: expr -> function.RETURN (a call site then reads it)."""
+    fn = block.function
+    assert fn is not None
+    if len(toks) == 1 and toks[0].token_type is not TokenType.VAR and not str(toks[0].text).startswith("@"):
+        return  # RETURN of a constant
+
+    def run(ctx: StatementContext) -> None:
+        expr = block.parse(toks)
+        if expr is None:
+            return
+        ctx.begin_process("function_return", f"Return of function {fn.name}", effect_type="function")
+        qr = ctx.query_lineage(exp.select(exp.alias_(expr, RETURN_COLUMN)))
+        target = ctx.graph.dataset(
+            DatasetBuilder(
+                id=dataset_id(DatasetKind.TABLE, fn.name.split(".")[-1], fn.db, fn.catalog),
+                kind=DatasetKind.TABLE,
+                name=fn.name.split(".")[-1],
+                db=fn.db,
+                catalog=fn.catalog,
+                sub_type="function",
+            )
+        )
+        ctx.write_into(qr, target, [RETURN_COLUMN])
+        ctx.state.counters[returns_key(target.id)] = 1
+
+    block.run(toks[0].start, toks[-1].end + 1, run)
 
 
 def _select_into_variables(block: Block, ctx: StatementContext, stmt: exp.Select) -> bool:

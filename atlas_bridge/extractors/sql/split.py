@@ -90,7 +90,8 @@ def _batch_separator(tokens: list[Token], i: int) -> int | None:
     """T-SQL's ``GO`` (optionally ``GO <count>``) alone on its line ends a batch: how many tokens follow it
     on that line (0 or 1), or None when ``tokens[i]`` is not such a separator."""
     tok = tokens[i]
-    if tok.text.upper() != "GO" or (i and tokens[i - 1].line >= tok.line):
+    text = tok.text
+    if len(text) != 2 or text.upper() != "GO" or (i and tokens[i - 1].line >= tok.line):
         return None
     rest = 0
     if i + 1 < len(tokens) and tokens[i + 1].line == tok.line:

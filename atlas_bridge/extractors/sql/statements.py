@@ -8,6 +8,7 @@ its resultsets are terminals scoped ``query:<hash>``. Statements that write get 
 from __future__ import annotations
 
 from sqlglot import exp
+from sqlglot.dialects.dialect import Dialect
 
 from atlas_bridge.extractors.sql.builder import DatasetBuilder
 from atlas_bridge.extractors.sql.core import QueryResult, StatementContext
@@ -74,7 +75,9 @@ def _target_table(node: exp.Expr | None) -> tuple[exp.Table | None, list[str]]:
     return None, []
 
 
-def _column_defs(node: exp.Expr | None, properties: exp.Expr | None = None) -> list[tuple[str, str | None]]:
+def _column_defs(
+    node: exp.Expr | None, properties: exp.Expr | None = None, dialect: Dialect | None = None
+) -> list[tuple[str, str | None]]:
     """Declared columns, then Hive/Spark ``PARTITIONED BY`` columns (they come last in the table)."""
     schemas = [node] if isinstance(node, exp.Schema) else []
     if isinstance(properties, exp.Properties):
@@ -86,7 +89,7 @@ def _column_defs(node: exp.Expr | None, properties: exp.Expr | None = None) -> l
         for e in schema.expressions:
             if isinstance(e, exp.ColumnDef):
                 kind = e.args.get("kind")
-                out.append((e.name, kind.sql() if isinstance(kind, exp.Expr) else None))
+                out.append((e.name, kind.sql(dialect=dialect) if isinstance(kind, exp.Expr) else None))
     return out
 
 
@@ -107,7 +110,7 @@ def handle_create(stmt: exp.Expr, ctx: StatementContext) -> None:
     state = ctx.state
     db = table.db or state.default_db or None
     if query is None or not isinstance(query, (exp.Query, exp.Subquery, exp.Values)):
-        defs = _column_defs(stmt.this, stmt.args.get("properties"))
+        defs = _column_defs(stmt.this, stmt.args.get("properties"), ctx.dialect)
         if kind == "TABLE" and defs:
             state.schema.add(table.catalog or None, db, table.name, defs)
         return
@@ -121,7 +124,7 @@ def handle_create(stmt: exp.Expr, ctx: StatementContext) -> None:
     target = ctx.table(table, DatasetKind.VIEW if is_view else DatasetKind.TABLE)
     written = ctx.write_into(qr, target, col_list or None)
     if "*" not in written:
-        defs = _column_defs(stmt.this)
+        defs = _column_defs(stmt.this, None, ctx.dialect)
         types = {c.lower(): t for c, t in defs}
         state.schema.add(table.catalog or None, db, table.name, [(c, types.get(c.lower())) for c in written])
 

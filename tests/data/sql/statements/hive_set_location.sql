@@ -1,0 +1,1 @@
+ALTER TABLE a.b SET LOCATION 's3://xxx/xx/1/xxx/';
