@@ -105,7 +105,7 @@ class ScanOptions:
     time_field: str | None = None
     chunk_bytes: int = 8 * 1024 * 1024
     """Query logs larger than this are cut into line-aligned byte ranges of about this size."""
-    partition_bytes: int = 4 * 1024 * 1024
+    partition_bytes: int = 1024 * 1024
     """Input bytes per Spark partition (at least 4 partitions per core are used)."""
     end_to_end: bool = True
     """Collapse each statement's intermediate resultsets on the executor (what Atlas receives anyway), so
@@ -640,7 +640,7 @@ def extract_partition(units: Iterable[WorkUnit], options: ScanOptions) -> Iterat
                     entry[key] = value if key not in entry else pick(entry[key], value)
             yield end_to_end(r.lineage) if options.end_to_end else r.lineage
 
-    merged = merge_lineage(lineages())
+    merged = merge_lineage(distinct_relations(lineages(), strip_spans=True))
     header = {
         "files": files,
         "problems": [p.model_dump(mode="json", exclude_defaults=True) for p in problems],
@@ -648,6 +648,25 @@ def extract_partition(units: Iterable[WorkUnit], options: ScanOptions) -> Iterat
         "cpu_s": time.process_time() - cpu0,
     }
     yield json.dumps(header, sort_keys=True), merged.model_dump_json(exclude_defaults=True, exclude=_NO_SPANS)
+
+
+def distinct_relations(parts: Iterable[Lineage], *, strip_spans: bool = False) -> Iterator[Lineage]:
+    """The parts with every relation an earlier part had already dropped, as they stream by.
+
+    ``merge_lineage`` keeps every relation until the merged lineage is built; dropping repeats on the way
+    keeps the merge as big as the distinct lineage when a statement recurs across an estate, not as big as
+    the estate. ``strip_spans`` first drops relation positions, which keep copies of a statement apart.
+    """
+    seen: set[Relation] = set()  # frozen models hash by value; the set holds the kept objects, no copies
+    for part in parts:
+        fresh: list[Relation] = []
+        for rel in part.relations:
+            if strip_spans and rel.span is not None:
+                rel = rel.model_copy(update={"span": None})
+            if rel not in seen:
+                seen.add(rel)
+                fresh.append(rel)
+        yield part.model_copy(update={"relations": tuple(fresh)})
 
 
 # Positions inside a script say where a statement's edges are; merged over an estate they only keep copies
@@ -772,26 +791,16 @@ def extract_lineage(
         t0 = time.perf_counter()
         done = 0
 
-        seen: set[Relation] = set()  # frozen models hash by value; holding them costs no copy
-
         def parts() -> Iterator[Lineage]:
-            # Relations seen in an earlier partition are dropped as they arrive, so the merge holds each
-            # edge once even when a statement recurs across the estate.
             nonlocal done
             for header_json, lineage_json in rdd.toLocalIterator():
                 stats.add(json.loads(header_json))
-                part = Lineage.model_validate_json(lineage_json)
-                fresh = []
-                for rel in part.relations:
-                    if rel not in seen:
-                        seen.add(rel)
-                        fresh.append(rel)
-                yield part.model_copy(update={"relations": tuple(fresh)})
+                yield Lineage.model_validate_json(lineage_json)
                 done += 1
                 if progress is not None:
                     progress("merge", done, len(groups))
 
-        merged = merge_lineage(parts())
+        merged = merge_lineage(distinct_relations(parts()))
         stats.merge_s = time.perf_counter() - t0
     finally:
         rdd.unpersist()

@@ -28,13 +28,6 @@ from atlas_bridge.model import (
 )
 
 _CHAIN_TYPES = (RelationType.FDD, RelationType.FDR)
-_EFFECT_RANK = {
-    Effect.EXACT_COPY: 0,
-    Effect.PARTIAL_COPY: 1,
-    Effect.MODIFIED_COPY: 2,
-    Effect.AGGREGATION: 3,
-    Effect.AMBIGUOUS: 4,
-}
 
 
 def intermediate_dataset_ids(lineage: Lineage) -> frozenset[str]:
@@ -135,7 +128,7 @@ class _Chain(NamedTuple):
     def prepend(self, rel: Relation) -> _Chain:
         head = _Chain.of(rel)
         effect = self.effect
-        if head.effect is not None and (effect is None or _EFFECT_RANK[head.effect] > _EFFECT_RANK[effect]):
+        if head.effect is not None and (effect is None or head.effect.rank > effect.rank):
             effect = head.effect
         return _Chain(
             first=rel,
@@ -174,9 +167,18 @@ def _keep_best(found: dict[tuple[str, str], _Chain], end: tuple[str, str], chain
 
 
 def _prefer_fdd(relations: list[Relation]) -> list[Relation]:
-    """Where both an fdd and an fdr edge join the same two columns, the fdd one stands alone."""
+    """Where both an fdd and an fdr edge join the same two columns, the fdd one stands alone.
+
+    Chains that differ only in where the source was read (their span) are one end-to-end edge; the
+    earliest span is kept.
+    """
     fdd_pairs = {(r.source, r.target) for r in relations if r.type is RelationType.FDD}
-    return [r for r in relations if r.type is not RelationType.FDR or (r.source, r.target) not in fdd_pairs]
+    kept: dict[tuple[str, ...], Relation] = {}
+    for rel in sorted(relations, key=lambda r: r.sort_key()):
+        if rel.type is RelationType.FDR and (rel.source, rel.target) in fdd_pairs:
+            continue
+        kept.setdefault(rel.sort_key()[:-1], rel)
+    return list(kept.values())
 
 
 class TableEdge(_Frozen):

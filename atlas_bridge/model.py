@@ -100,6 +100,20 @@ class Effect(str, enum.Enum):
     PARTIAL_COPY = "PARTIAL_COPY"
     AMBIGUOUS = "AMBIGUOUS"
 
+    @property
+    def rank(self) -> int:
+        """Strength order: a chain or merge of flows is as strong as its strongest effect."""
+        return _EFFECT_ORDER.index(self)
+
+
+_EFFECT_ORDER = (
+    Effect.EXACT_COPY,
+    Effect.PARTIAL_COPY,
+    Effect.MODIFIED_COPY,
+    Effect.AGGREGATION,
+    Effect.AMBIGUOUS,
+)
+
 
 class Span(_Frozen):
     """A 1-based, inclusive-start / exclusive-end range in the input text."""

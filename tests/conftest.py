@@ -1,6 +1,5 @@
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -28,14 +27,13 @@ def update_golden(request: pytest.FixtureRequest) -> bool:
 
 
 @pytest.fixture(autouse=True)
-def _clean_env(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+def _clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
     """No test sees the developer's Atlas settings."""
     import os
 
     for key in list(os.environ):
         if key.startswith("ATLAS_BRIDGE_") or key == "ATLAS_CONF":
             monkeypatch.delenv(key, raising=False)
-    yield
 
 
 @pytest.fixture(scope="session")

@@ -499,3 +499,34 @@ def test_cli_scan_to_atlas_with_an_address_then_rerun_sends_nothing(
     assert second["batches"]["sent"] == 0
     assert second["batches"]["skipped_already_acknowledged"] == first["batches"]["total"]
     assert second["entities"]["created"] == 0
+
+
+def test_a_statement_repeated_across_scripts_merges_into_one_set_of_edges() -> None:
+    from atlas_bridge.model import (
+        Column,
+        ColumnRef,
+        Dataset,
+        DatasetKind,
+        Lineage,
+        Relation,
+        Span,
+        merge_lineage,
+    )
+
+    def part(line: int) -> Lineage:
+        cols = [Column(name="a")]
+        s = Dataset(id="table:s", kind=DatasetKind.TABLE, name="s", columns=cols)
+        t = Dataset(id="table:t", kind=DatasetKind.TABLE, name="t", columns=cols)
+        rel = Relation(
+            type="fdd",
+            source=ColumnRef(dataset_id="table:s", column="a"),
+            target=ColumnRef(dataset_id="table:t", column="a"),
+            span=Span(line=line, column=1, end_line=line, end_column=9),
+        )
+        return Lineage(datasets=[s, t], relations=[rel])
+
+    parts = [part(n) for n in (1, 7, 7, 30)]
+    assert len(merge_lineage(parts).relations) == 3  # positions keep copies apart
+    merged = merge_lineage(batch.distinct_relations(parts, strip_spans=True))
+    assert len(merged.relations) == 1
+    assert merged.relations[0].span is None

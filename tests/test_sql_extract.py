@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -446,3 +450,25 @@ def test_very_long_expressions_do_not_recurse() -> None:
         r.source.column for r in end_to_end(result.lineage).relations if r.type is RelationType.FDR
     }
     assert len(restricting) == 3000
+
+
+def test_output_does_not_depend_on_hash_seed() -> None:
+    """Byte-identical JSON across processes with different hash seeds (no set-order leaks)."""
+    sql = (Path(__file__).parent / "data" / "sql" / "snowflake_views.sql").read_text(encoding="utf-8")
+    script = (
+        "import sys; from atlas_bridge import extract_sql_lineage as x; "
+        "sys.stdout.write(x(sys.stdin.read(), 'snowflake').lineage.to_json())"
+    )
+    outs = [
+        subprocess.run(
+            [sys.executable, "-c", script],
+            input=sql,
+            capture_output=True,
+            text=True,
+            check=True,
+            env={**os.environ, "PYTHONHASHSEED": seed},
+        ).stdout
+        for seed in ("1", "2")
+    ]
+    assert outs[0] == outs[1]
+    assert outs[0] == extract_sql_lineage(sql, "snowflake").lineage.to_json()

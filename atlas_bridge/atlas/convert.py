@@ -90,13 +90,6 @@ REL_INPUTS = "dataset_process_inputs"
 REL_OUTPUTS = "process_dataset_outputs"
 
 _PSEUDO_NAMES = frozenset({PSEUDO_ROWS.lower(), "relationrows"})
-_EFFECT_RANK = {
-    Effect.EXACT_COPY: 0,
-    Effect.PARTIAL_COPY: 1,
-    Effect.MODIFIED_COPY: 2,
-    Effect.AGGREGATION: 3,
-    Effect.AMBIGUOUS: 4,
-}
 # When two model datasets land on one qualifiedName, the more specific type wins.
 _TYPE_RANK = {TYPE_VIEW: 0, TYPE_PATH: 1, TYPE_TABLE: 2, TYPE_RESULTSET: 3}
 _TIER_DATASETS, _TIER_PROCESSES, _TIER_DETAILS = 1, 2, 3
@@ -484,7 +477,7 @@ def _build(lineage: Lineage, namespace: str, run: RunInfo | None, resultsets: bo
         if cl.expressions:
             attrs["expression"] = "\n".join(sorted(cl.expressions))
         if cl.effects:
-            attrs["effect"] = max(cl.effects, key=lambda e: _EFFECT_RANK[e]).value
+            attrs["effect"] = max(cl.effects, key=lambda e: e.rank).value
         inputs = cl.inputs | {b.table_ref(i, REL_INPUTS) for i in cl.table_inputs}
         refs: dict[str, list[_Ref] | _Ref] = {
             "inputs": sorted(inputs),

@@ -88,7 +88,7 @@ def register(group: click.Group) -> None:
     "--partitions",
     default=None,
     type=click.IntRange(min=1),
-    help="Spark partitions (default: 4 per core, more for inputs over 4 MiB per partition).",
+    help="Spark partitions (default: 4 per core, more for inputs over 1 MiB per partition).",
 )
 @click.option(
     "--no-resume", is_flag=True, help="Send every batch even if a previous run had it acknowledged."

@@ -30,15 +30,8 @@ from atlas_bridge.model import (
     Relation,
     RelationType,
     Span,
+    default_flow,
 )
-
-_EFFECT_RANK = {
-    Effect.EXACT_COPY: 0,
-    Effect.PARTIAL_COPY: 1,
-    Effect.MODIFIED_COPY: 2,
-    Effect.AGGREGATION: 3,
-    Effect.AMBIGUOUS: 4,
-}
 
 
 @dataclass
@@ -165,15 +158,6 @@ def _spans(spans: list[Span]) -> tuple[Span, ...]:
     return tuple(unique[k] for k in sorted(unique))
 
 
-_FLOW = {
-    RelationType.FDD: FlowKind.DATA_FLOW,
-    RelationType.FDR: FlowKind.RESTRICTS,
-    RelationType.JOIN: FlowKind.RESTRICTS,
-    RelationType.CALL: FlowKind.CALLS,
-    RelationType.ER: FlowKind.DATA_FLOW,
-}
-
-
 ColKey = tuple[str, str]
 """(dataset id, column name)."""
 
@@ -201,13 +185,7 @@ class RelationBuilder:
         target = refs.get(self.target)
         if target is None:
             target = refs[self.target] = _fast(ColumnRef, dataset_id=self.target[0], column=self.target[1])
-        flow = self.flow
-        if flow is None:
-            flow = (
-                FlowKind.GROUPS
-                if self.clause_type is ClauseType.GROUP_BY and self.type is RelationType.FDR
-                else _FLOW[self.type]
-            )
+        flow = self.flow if self.flow is not None else default_flow(self.type, self.clause_type)
         return _fast(
             Relation,
             type=self.type,
@@ -266,7 +244,7 @@ class GraphBuilder:
         key = (rtype.value, source, target, clause_type.value if clause_type else "")
         old = self.relations.get(key)
         if old is not None:
-            if effect is not None and (old.effect is None or _EFFECT_RANK[effect] > _EFFECT_RANK[old.effect]):
+            if effect is not None and (old.effect is None or effect.rank > old.effect.rank):
                 old.effect = effect
             return
         self.relations[key] = RelationBuilder(

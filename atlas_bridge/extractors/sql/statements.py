@@ -2,7 +2,10 @@
 
 A top-level query (SELECT, set operation) moves no data into anything permanent, so it gets no process:
 its resultsets are terminals scoped ``query:<hash>``. Statements that write get one process each
-(``process:<first 16 hex of query_hash>``, ``#n`` for a repeated text).
+(``process:<first 16 hex of query_hash>``, ``#n`` for a repeated text). The select list's resultset feeds
+the target directly (``RS-n.col -> fdd -> target.col``, effect EXACT_COPY, the statement's effectType and
+process id; ``RS-n.PseudoRows -> fdr -> target.PseudoRows`` when something restricts the rows): SQLFlow's
+extra ``INSERT-SELECT-n`` hop would repeat the RS column for column.
 """
 
 from __future__ import annotations
