@@ -6,13 +6,17 @@ What runs where:
   :func:`plan_units` cuts them into work units (one per script or export; query logs in line-aligned byte
   ranges). Settings, clients and credentials stay here.
 * **executors**: :func:`extract_partition` reads its units, runs the *pure* extractors
-  (``extract_sql_lineage``, ``extract_sqlflow_lineage``), merges what the partition found and returns it as
-  canonical model JSON plus counts and problems. What is shipped is only the units and
-  :class:`ScanOptions` (dialect, schema mapping, default db: nothing secret).
+  (``extract_sql_lineage``, ``extract_sqlflow_lineage``) and converts each unit's lineage to Atlas entity
+  records on its own (``convert.to_entity_records``): processes and column lineage are final there, as
+  they depend only on their statement and on the qualifiedNames of the datasets they touch. What is
+  shipped is only the units, :class:`ScanOptions` and the namespace (nothing secret).
 * **driver again**: partition results are computed in parallel and kept by Spark (``MEMORY_AND_DISK``),
-  then streamed back one partition at a time (``toLocalIterator``) into :func:`atlas_bridge.model.
-  merge_lineage`, so the driver holds the merged lineage and one partition's result, never the whole corpus.
-  The merged lineage is converted (``to_atlas_batches``) and delivered batch by batch.
+  then streamed back in partition (file-name) order into an :class:`EntityCollector`, which merges only
+  datasets and their columns in memory (the union of columns, the most specific type) and spills the
+  process tier to a temporary file. Batches are then rendered one at a time as they are delivered, so
+  the driver's memory follows the number of distinct tables and columns, not the number of statements.
+  A unit-by-unit conversion does not depend on the partitioning: the same input gives the same batches
+  on any number of cores.
 
 Resume: every acknowledged batch's content hash is appended (and fsynced) to a state file per target, so
 a run that died halfway skips what was already acknowledged; the same input gives the same batches, hence
@@ -34,6 +38,7 @@ import os
 import re
 import resource
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -108,8 +113,8 @@ class ScanOptions:
     partition_bytes: int = 1024 * 1024
     """Input bytes per Spark partition (at least 4 partitions per core are used)."""
     end_to_end: bool = True
-    """Collapse each statement's intermediate resultsets on the executor (what Atlas receives anyway), so
-    far less travels back and the driver merges only permanent objects."""
+    """Collapse each statement's intermediate resultsets on the executor (what Atlas receives anyway)
+    before converting; the relation counts of the report are of the collapsed lineage."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -613,41 +618,198 @@ def count_statements(sql: str) -> int:
     return count + has_text
 
 
-def extract_partition(units: Iterable[WorkUnit], options: ScanOptions) -> Iterator[tuple[str, str]]:
-    """Executor side: extract a partition's units and merge them; yields one ``(header, lineage)`` JSON pair.
+def extract_partition(
+    units: Iterable[WorkUnit], options: ScanOptions, namespace: str = "default"
+) -> Iterator[tuple[str, str]]:
+    """Executor side: extract each unit and convert it to Atlas entity records on its own.
 
-    The header holds per-file counts, problems and the worker's peak RSS; the lineage is canonical model
-    JSON. One merged record per partition keeps what travels back small where inputs overlap.
+    Yields ``("unit", records)`` per unit (JSON of :func:`atlas_bridge.atlas.convert.to_entity_records`
+    plus the unit's process ids, relation counts and dataset kinds), then one ``("header", ...)`` with
+    per-file counts, problems and the worker's peak RSS and CPU time. A unit's process tier (processes,
+    column lineage) is final here; only its datasets and columns are merged on the driver. Units are
+    converted one by one, not per partition, so what the driver receives does not depend on how the
+    units were cut into partitions.
     """
+    from atlas_bridge.atlas.convert import to_entity_records
     from atlas_bridge.graph import end_to_end
 
     cpu0 = time.process_time()
     files: dict[str, dict[str, Any]] = {}
     problems: list[Problem] = []
-
-    def lineages() -> Iterator[Lineage]:
-        # One unit's full lineage at a time: only its end-to-end form is kept for the merge.
-        for unit in units:
-            r = extract_unit(unit, options)
-            problems.extend(r.problems)
-            entry = files.setdefault(r.file, {"kind": r.kind, "statements": 0, "units": 0, "users": []})
-            entry["statements"] += r.statements
-            entry["units"] += 1
-            entry["users"] = sorted(set(entry["users"]) | r.users)
-            for key, pick in (("first_time_ms", min), ("last_time_ms", max)):
-                value = getattr(r, key)
-                if value is not None:
-                    entry[key] = value if key not in entry else pick(entry[key], value)
-            yield end_to_end(r.lineage) if options.end_to_end else r.lineage
-
-    merged = merge_lineage(distinct_relations(lineages(), strip_spans=True))
+    for unit in units:
+        r = extract_unit(unit, options)
+        problems.extend(r.problems)
+        entry = files.setdefault(r.file, {"kind": r.kind, "statements": 0, "units": 0, "users": []})
+        entry["statements"] += r.statements
+        entry["units"] += 1
+        entry["users"] = sorted(set(entry["users"]) | r.users)
+        for key, pick in (("first_time_ms", min), ("last_time_ms", max)):
+            value = getattr(r, key)
+            if value is not None:
+                entry[key] = value if key not in entry else pick(entry[key], value)
+        lineage = end_to_end(r.lineage) if options.end_to_end else r.lineage
+        records = to_entity_records(lineage, namespace=namespace)
+        # Relations are counted per process (spans aside), so the driver counts a process seen in many
+        # scripts once; those of no process travel as short digests the driver keeps a set of.
+        distinct: dict[str, set[tuple[str, ...]]] = {}
+        for rel in lineage.relations:
+            distinct.setdefault(rel.process_id or "", set()).add(rel.sort_key()[:-1])
+        loose = distinct.pop("", set())
+        records["relations"] = {pid: len(keys) for pid, keys in distinct.items()}
+        records["loose_relations"] = sorted(
+            hashlib.blake2b("\x1f".join(k).encode("utf-8"), digest_size=8).hexdigest() for k in loose
+        )
+        records["process_ids"] = [p.id for p in lineage.processes]
+        records["kinds"] = {d.id: d.kind.value for d in lineage.datasets}
+        yield "unit", json.dumps(records, separators=(",", ":"), ensure_ascii=False)
     header = {
         "files": files,
         "problems": [p.model_dump(mode="json", exclude_defaults=True) for p in problems],
         "max_rss_kb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
         "cpu_s": time.process_time() - cpu0,
     }
-    yield json.dumps(header, sort_keys=True), merged.model_dump_json(exclude_defaults=True, exclude=_NO_SPANS)
+    yield "header", json.dumps(header, sort_keys=True)
+
+
+class EntityCollector:
+    """Driver side: folds the units' entity records, in unit order, into what is delivered.
+
+    Datasets and columns are merged in memory (one record per qualifiedName: the union of columns, the
+    most specific type, attributes first seen kept); they are as many as the distinct tables and columns,
+    whatever the number of scripts. Process-tier records (processes, column lineage, executions) are
+    final already and go straight to spill files, so the driver's memory does not grow with the number of
+    statements. A process (by qualifiedName) seen in an earlier unit is skipped with everything it owns:
+    the same statement writing the same tables, first occurrence in file order wins.
+    """
+
+    def __init__(self, spill_dir: str | os.PathLike[str]) -> None:
+        self._dir = Path(spill_dir)
+        self._dir.mkdir(parents=True, exist_ok=True)
+        self._datasets: dict[tuple[bool, str], list[Any]] = {}  # key -> [typeName, group, attributes]
+        self._used: set[str] = set()
+        self._kinds: dict[str, str] = {}
+        self._process_relations: dict[str, int] = {}
+        self._loose_relations: set[str] = set()
+        self._groups: set[str] = set()
+        self._spill = [self._dir / "processes.jsonl", self._dir / "details.jsonl"]
+        self._fhs: list[io.TextIOWrapper] | None = [open(p, "w", encoding="utf-8") for p in self._spill]  # noqa: SIM115
+        self._spilled = 0
+        self._dataset_order: list[tuple[bool, str]] | None = None
+
+    def add(self, records: Mapping[str, Any]) -> None:
+        """Fold one unit's records (see :func:`extract_partition`)."""
+        from atlas_bridge.atlas.convert import merge_entity_record, record_key
+
+        if self._fhs is None:
+            msg = "the collector is finished"
+            raise RuntimeError(msg)
+        unused = set(records.get("unused", ()))
+        for rec in records["datasets"]:
+            key = record_key(rec)
+            if not key[0] and rec["qualifiedName"] not in unused:
+                self._used.add(rec["qualifiedName"])
+            old = self._datasets.get(key)
+            if old is None:
+                self._datasets[key] = [rec["typeName"], rec["group"], rec["attributes"]]
+            else:
+                merged = {"typeName": old[0], "attributes": old[2]}
+                merge_entity_record(merged, rec)
+                old[0] = merged["typeName"]
+        procs = records["processes"]
+        groups = {rec["group"] for rec in procs}
+        seen = groups & self._groups
+        self._groups |= groups
+        for rec in procs:
+            if rec["group"] in seen:
+                continue
+            fh = self._fhs[0] if rec["tier"] == 2 else self._fhs[1]
+            fh.write(json.dumps(rec, separators=(",", ":"), ensure_ascii=False) + "\n")
+            self._spilled += 1
+        for ds_id, kind in records.get("kinds", {}).items():
+            old_kind = self._kinds.get(ds_id)
+            if old_kind is None or (kind == "view" and old_kind != "view"):
+                self._kinds[ds_id] = kind  # as merge_lineage: a table seen once as a view is a view
+        for pid in records.get("process_ids", ()):
+            if pid not in self._process_relations:
+                self._process_relations[pid] = int(records.get("relations", {}).get(pid, 0))
+        self._loose_relations.update(records.get("loose_relations", ()))
+
+    def close(self) -> None:
+        """Close the spill files (a run that failed before :meth:`finish`)."""
+        if self._fhs is not None:
+            for fh in self._fhs:
+                fh.close()
+            self._fhs = None
+
+    def finish(self) -> None:
+        """Close the spill files and fix the dataset tier's order (types are final now)."""
+        self.close()
+        if self._dataset_order is None:
+            keep = [k for k, v in self._datasets.items() if v[1] in self._used]
+            self._dataset_order = sorted(keep, key=self._sort_key)
+
+    def _sort_key(self, key: tuple[bool, str]) -> tuple[str, int, str, str]:
+        type_name, group, _ = self._datasets[key]
+        return (group, 0 if key[1] == group else 1, type_name, key[1])
+
+    @property
+    def entities(self) -> int:
+        """Entities to deliver (after :meth:`finish`)."""
+        self.finish()
+        assert self._dataset_order is not None
+        return len(self._dataset_order) + self._spilled
+
+    def batch_count(self, max_entities: int) -> int:
+        return -(-self.entities // max_entities)
+
+    def counts(self) -> dict[str, int]:
+        """Headline numbers for the report, as :func:`lineage_counts` gives them for a merged lineage."""
+        kinds: dict[str, int] = {}
+        for kind in self._kinds.values():
+            kinds[kind] = kinds.get(kind, 0) + 1
+        return {
+            "datasets": len(self._kinds),
+            "tables": kinds.get("table", 0),
+            "views": kinds.get("view", 0),
+            "paths": kinds.get("path", 0),
+            "processes": len(self._process_relations),
+            "column_relations": sum(self._process_relations.values()) + len(self._loose_relations),
+        }
+
+    def records(self) -> Iterator[dict[str, Any]]:
+        """Every record in delivery order: datasets and columns, processes, then column lineage."""
+        from atlas_bridge.atlas.convert import REL_COLUMNS, TYPE_COLUMN
+
+        self.finish()
+        assert self._dataset_order is not None
+        types = self.dataset_types()
+        for key in self._dataset_order:
+            type_name, group, attrs = self._datasets[key]
+            refs = {"table": [types[group], group, REL_COLUMNS]} if type_name == TYPE_COLUMN else {}
+            yield {
+                "tier": 1,
+                "group": group,
+                "typeName": type_name,
+                "qualifiedName": key[1],
+                "attributes": attrs,
+                "refs": refs,
+            }
+        for path in self._spill:
+            with open(path, encoding="utf-8") as fh:
+                for line in fh:
+                    yield json.loads(line)
+
+    def dataset_types(self) -> dict[str, str]:
+        """Final typeName of every dataset, by qualifiedName."""
+        return {k[1]: v[0] for k, v in self._datasets.items() if not k[0]}
+
+    def batches(self, max_entities: int) -> Iterator[dict[str, Any]]:
+        """The bulk bodies, one at a time (see :func:`atlas_bridge.atlas.convert.batches_from_records`)."""
+        from atlas_bridge.atlas.convert import batches_from_records
+
+        return batches_from_records(
+            self.records(), dataset_types=self.dataset_types(), max_entities=max_entities
+        )
 
 
 def distinct_relations(parts: Iterable[Lineage], *, strip_spans: bool = False) -> Iterator[Lineage]:
@@ -667,14 +829,6 @@ def distinct_relations(parts: Iterable[Lineage], *, strip_spans: bool = False) -
                 seen.add(rel)
                 fresh.append(rel)
         yield part.model_copy(update={"relations": tuple(fresh)})
-
-
-# Positions inside a script say where a statement's edges are; merged over an estate they only keep copies
-# of the same statement apart. The process keeps its file and span; relations and datasets travel without.
-_NO_SPANS: Any = {
-    "relations": {"__all__": {"span"}},
-    "datasets": {"__all__": {"spans": True, "columns": {"__all__": {"spans"}}}},
-}
 
 
 # --------------------------------------------------------------------------------------------------------
@@ -746,38 +900,40 @@ class ExtractStats:
         self.executor_cpu_s += float(header.get("cpu_s", 0.0))
 
 
-def extract_lineage(
+def extract_entities(
     spark: SparkSession,
     units: Sequence[WorkUnit],
     options: ScanOptions,
+    collector: EntityCollector,
     *,
+    namespace: str,
     partitions: int | None = None,
     progress: Progress | None = None,
-) -> tuple[Lineage, ExtractStats]:
-    """Run the extractors over ``units`` on Spark and merge the results on the driver.
+) -> ExtractStats:
+    """Extract and convert ``units`` on Spark; fold the results into ``collector`` on the driver.
 
     Partition results are computed in one parallel job and kept by Spark, then streamed back in partition
-    order and merged as they arrive, so the driver never holds more than the merged lineage plus one
-    partition's result.
+    order (file-name order) into the collector, which keeps only datasets and columns in memory.
     """
     from pyspark import StorageLevel
 
     stats = ExtractStats()
     if not units:
-        return Lineage(), stats
+        return stats
     sc = spark.sparkContext
     if partitions is None:
-        # Enough to balance the cores, and small enough that one partition's lineage stays small.
+        # Enough to balance the cores, and small enough that one partition's result stays small.
         total = sum(max(u.end - u.start, 1) for u in units)
         partitions = max(max(1, sc.defaultParallelism) * 4, -(-total // options.partition_bytes))
     groups = partition_units(units, partitions)
     stats.partitions = len(groups)
     logger.info("extracting %d unit(s) in %d partition(s) on %s", len(units), len(groups), sc.master)
     opts = options
+    ns = namespace
 
     def run(items: Iterable[list[WorkUnit]]) -> Iterator[tuple[str, str]]:
         for group in items:
-            yield from extract_partition(group, opts)
+            yield from extract_partition(group, opts, ns)
 
     rdd = sc.parallelize(groups, len(groups)).mapPartitions(run).persist(StorageLevel.MEMORY_AND_DISK)
     try:
@@ -790,30 +946,29 @@ def extract_lineage(
 
         t0 = time.perf_counter()
         done = 0
-
-        def parts() -> Iterator[Lineage]:
-            nonlocal done
-            for header_json, lineage_json in rdd.toLocalIterator():
-                stats.add(json.loads(header_json))
-                yield Lineage.model_validate_json(lineage_json)
-                done += 1
-                if progress is not None:
-                    progress("merge", done, len(groups))
-
-        merged = merge_lineage(distinct_relations(parts()))
+        for tag, payload in rdd.toLocalIterator():
+            if tag == "unit":
+                collector.add(json.loads(payload))
+                continue
+            stats.add(json.loads(payload))  # a partition's header comes after its units
+            done += 1
+            if progress is not None:
+                progress("merge", done, len(groups))
+        collector.finish()
         stats.merge_s = time.perf_counter() - t0
     finally:
         rdd.unpersist()
+    counts = collector.counts()
     logger.info(
         "extracted %d statement(s) from %d file(s) in %.1fs; merged in %.1fs: %d dataset(s), %d process(es)",
         stats.statements,
         len(stats.files),
         stats.extract_s,
         stats.merge_s,
-        len(merged.datasets),
-        len(merged.processes),
+        counts["datasets"],
+        counts["processes"],
     )
-    return merged, stats
+    return stats
 
 
 class _ProgressTracker:
@@ -1018,19 +1173,25 @@ def _mutations(response: Mapping[str, Any]) -> tuple[int, int]:
 
 
 def deliver(
-    batches: Sequence[dict[str, Any]],
+    batches: Iterable[dict[str, Any]],
     delivery: Delivery,
     state: SentState | None,
     *,
     skip_acknowledged: bool = True,
     progress: Progress | None = None,
+    total: int | None = None,
 ) -> DeliveryStats:
     """Send ``batches`` in order, skipping those ``state`` says were acknowledged, recording each new ack.
+
+    ``batches`` may be a generator (one body in memory at a time); then ``total`` says how many it yields.
 
     A batch Atlas rejects is an error and the next batch is tried (batches stand alone); when Atlas cannot
     be reached at all the delivery stops there, and the next run resumes from the first unacknowledged batch.
     """
-    stats = DeliveryStats(batches=len(batches))
+    if total is None:
+        batches = batches if isinstance(batches, Sequence) else list(batches)
+        total = len(batches)
+    stats = DeliveryStats(batches=total)
     digests: list[str] = []
     t0 = time.perf_counter()
     last_log = time.monotonic()
@@ -1046,12 +1207,12 @@ def deliver(
             try:
                 response = delivery.send(batch)
             except AtlasUnavailableError as e:
-                stats.errors.append(f"batch {index}/{len(batches)}: {e}; stopped, re-run to resume")
-                logger.error("delivery stopped at batch %d/%d: %s", index, len(batches), e)
+                stats.errors.append(f"batch {index}/{total}: {e}; stopped, re-run to resume")
+                logger.error("delivery stopped at batch %d/%d: %s", index, total, e)
                 break
             except AtlasBridgeError as e:
-                stats.errors.append(f"batch {index}/{len(batches)}: {e}")
-                logger.error("batch %d/%d refused: %s", index, len(batches), e)
+                stats.errors.append(f"batch {index}/{total}: {e}")
+                logger.error("batch %d/%d refused: %s", index, total, e)
                 continue
             stats.sent += 1
             if response is None:
@@ -1064,9 +1225,9 @@ def deliver(
             if state is not None:
                 state.record(digest, count)
         if progress is not None:
-            progress("deliver", index, len(batches))
+            progress("deliver", index, total)
         if time.monotonic() - last_log >= 10:
-            logger.info("delivery: %d/%d batch(es)", index, len(batches))
+            logger.info("delivery: %d/%d batch(es)", index, total)
             last_log = time.monotonic()
     if state is not None and not stats.errors and len(state) > len(digests):
         state.compact(digests)  # every batch of this run is acknowledged: older hashes are of no use
@@ -1238,8 +1399,6 @@ def scan(
         max_entities: largest batch.
         progress: ``progress(phase, done, total)``; the library itself only logs.
     """
-    from atlas_bridge.atlas.convert import to_atlas_batches
-
     options = options or ScanOptions()
     timings: dict[str, float] = {}
     t0 = time.perf_counter()
@@ -1249,41 +1408,63 @@ def scan(
     logger.info("found %d input file(s)", len(files))
     timings["discover"] = time.perf_counter() - t0
 
-    session = spark if spark is not None else _running_session()
-    own_session = session is None
-    if session is None:
-        session = spark_session(master)
-    elif master is not None and session.sparkContext.master != master:
-        logger.warning(
-            "a Spark session on %s is running already; using it, not %s", session.sparkContext.master, master
+    with tempfile.TemporaryDirectory(prefix="atlas-bridge-scan-") as spill:
+        collector = EntityCollector(spill)
+        session = spark if spark is not None else _running_session()
+        own_session = session is None
+        if session is None:
+            session = spark_session(master)
+        elif master is not None and session.sparkContext.master != master:
+            logger.warning(
+                "a Spark session on %s is running already; using it, not %s",
+                session.sparkContext.master,
+                master,
+            )
+        try:
+            remote = not (session.sparkContext.master or "local").startswith("local")
+            units = plan_units(files, options, ship_content=remote)
+            stats = extract_entities(
+                session,
+                units,
+                options,
+                collector,
+                namespace=namespace,
+                partitions=partitions,
+                progress=progress,
+            )
+        finally:
+            if own_session:
+                session.stop()
+            collector.close()
+        timings["extract"] = stats.extract_s
+        timings["merge"] = stats.merge_s
+        for p in stats.problems:
+            log = logger.error if p.severity is Severity.ERROR else logger.warning
+            log("%s", p)
+
+        t0 = time.perf_counter()
+        collector.finish()  # conversion itself ran on the executors; batches are rendered as they go out
+        counts = collector.counts()
+        total = collector.batch_count(max_entities)
+        timings["convert"] = time.perf_counter() - t0
+
+        state = (
+            SentState.for_target(state_dir, f"{delivery.target}|{namespace}")
+            if state_dir is not None
+            else None
         )
-    try:
-        remote = not (session.sparkContext.master or "local").startswith("local")
-        units = plan_units(files, options, ship_content=remote)
-        lineage, stats = extract_lineage(session, units, options, partitions=partitions, progress=progress)
-    finally:
-        if own_session:
-            session.stop()
-    timings["extract"] = stats.extract_s
-    timings["merge"] = stats.merge_s
-    for p in stats.problems:
-        log = logger.error if p.severity is Severity.ERROR else logger.warning
-        log("%s", p)
-
-    t0 = time.perf_counter()
-    batches = to_atlas_batches(lineage, namespace=namespace, max_entities=max_entities)
-    timings["convert"] = time.perf_counter() - t0
-    counts = lineage_counts(lineage)
-    del lineage  # the batches are what is left to hold
-
-    state = (
-        SentState.for_target(state_dir, f"{delivery.target}|{namespace}") if state_dir is not None else None
-    )
-    try:
-        dstats = deliver(batches, delivery, state, skip_acknowledged=resume, progress=progress)
-    finally:
-        if state is not None:
-            state.close()
+        try:
+            dstats = deliver(
+                collector.batches(max_entities),
+                delivery,
+                state,
+                skip_acknowledged=resume,
+                progress=progress,
+                total=total,
+            )
+        finally:
+            if state is not None:
+                state.close()
     timings["deliver"] = dstats.deliver_s
     return ScanSummary(delivery.target, files, notes, stats, counts, dstats, timings)
 

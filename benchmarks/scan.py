@@ -10,10 +10,12 @@ replicated until there are enough of them, 99 statements (one copy of TPC-DS) pe
 
 Each measurement runs in a fresh child process (its own driver and JVM) so ``ru_maxrss`` is that run's
 peak; executors report their Python workers' peak RSS in the partition results. The delivery is counted in
-memory (no disk, no HTTP), so the figures are discover + extract + merge + convert.
+memory (no disk, no HTTP), so the figures are discover + extract and convert (on the executors) + merge
+of datasets (driver) + rendering of the batches (driver, as they are delivered).
 
     python benchmarks/scan.py                      # 10,000 statements, local[1] and local[2], 2 sizes
     python benchmarks/scan.py --statements 2000 --memory-sizes 1000,2000   # quick
+    python benchmarks/scan.py --memory-corpus distinct --memory-sizes 2500,10000   # a growing lineage
 """
 
 from __future__ import annotations
@@ -120,6 +122,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--statements", type=int, default=10_000)
     parser.add_argument("--memory-sizes", default="5000,20000", help="two corpus sizes for the memory runs")
+    parser.add_argument(
+        "--memory-corpus",
+        default="repeat",
+        choices=("repeat", "distinct"),
+        help="corpus of the memory runs: 'repeat' (same lineage at every size) or 'distinct' (grows)",
+    )
     parser.add_argument("--child", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--master", default="local[1]", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -134,14 +142,15 @@ def main() -> None:
         results = {m: run(corpus, m) for m in ("local[1]", "local[2]")}
         print(
             f"{'master':10} {'stmts':>6} {'err':>4} {'extract s':>9} {'exec cpu s':>10} {'cores busy':>10} "
-            f"{'merge s':>8} {'convert s':>9} {'total s':>8} {'stmts/min':>10} {'driver MB':>9} "
-            f"{'exec MB':>8}"
+            f"{'merge s':>8} {'convert s':>9} {'deliver s':>9} {'total s':>8} {'stmts/min':>10} "
+            f"{'driver MB':>9} {'exec MB':>8}"
         )
         for m, r in results.items():
             print(
                 f"{m:10} {r['statements']:6d} {r['errors']:4d} {r['extract_s']:9.1f} "
                 f"{r['executor_cpu_s']:10.1f} "
                 f"{r['executor_cpu_s'] / r['extract_s']:10.2f} {r['merge_s']:8.1f} {r['convert_s']:9.1f} "
+                f"{r['deliver_s']:9.1f} "
                 f"{r['total_s']:8.1f} {r['statements'] / r['total_s'] * 60:10.0f} "
                 f"{r['driver_peak_rss_mb']:9.0f} {r['executor_peak_rss_mb']:8.0f}"
             )
@@ -158,16 +167,18 @@ def main() -> None:
         )
 
         sizes = [int(s) for s in args.memory_sizes.split(",")]
-        print("\nmemory, 'repeat' corpus (same lineage at every size), local[2]:")
+        mode = args.memory_corpus
+        what = "same lineage at every size" if mode == "repeat" else "every statement a new target"
+        print(f"\nmemory, {mode!r} corpus ({what}), local[2]:")
         for size in sizes:
-            rep = Path(tmp) / f"repeat-{size}"
-            write_corpus(rep, size, "repeat")
+            rep = Path(tmp) / f"{mode}-{size}"
+            write_corpus(rep, size, mode)
             r = run(rep, "local[2]")
             print(
                 f"  {r['statements']:6d} statements: driver peak {r['driver_peak_rss_mb']:6.0f} MB, executor "
                 f"worker peak {r['executor_peak_rss_mb']:5.0f} MB, "
                 f"{r['statements'] / r['total_s'] * 60:7.0f} "
-                f"stmts/min, lineage {r['relations']} relations"
+                f"stmts/min, lineage {r['relations']} relations, {r['entities']} entities"
             )
 
 

@@ -53,7 +53,7 @@ from __future__ import annotations
 import json
 import logging
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -373,7 +373,17 @@ def _process_qualified_names(lineage: Lineage, namespace: str) -> dict[str, str]
     return out
 
 
-def _build(lineage: Lineage, namespace: str, run: RunInfo | None, resultsets: bool = False) -> list[_Entity]:
+def _build(
+    lineage: Lineage,
+    namespace: str,
+    run: RunInfo | None,
+    resultsets: bool = False,
+    *,
+    unused: set[str] | None = None,
+) -> list[_Entity]:
+    """The entities of a lineage, sorted; with ``unused`` given, also every other permanent dataset (and
+    its columns), whose qualifiedNames are added to ``unused`` (a part of a bigger lineage: another part
+    may use them, and their columns belong to the union)."""
     b = _Builder(lineage, namespace, resultsets)
     b.process_qn = _process_qualified_names(lineage, namespace)
     e2e = end_to_end(lineage)
@@ -456,6 +466,13 @@ def _build(lineage: Lineage, namespace: str, run: RunInfo | None, resultsets: bo
     for ds in lineage.datasets:
         if ds.id in used:
             b.add_dataset(ds)
+    if unused is not None:
+        used_qns = set(b.dataset_type)
+        for ds in lineage.datasets:
+            if ds.id not in used:
+                qn = b.add_dataset(ds)
+                if qn is not None and qn not in used_qns:
+                    unused.add(qn)
     for ent in b.entities.values():
         if ent.type_name == TYPE_COLUMN:  # its owner's type is final only now (table -> view)
             ent.refs["table"] = _Ref(b.dataset_type[ent.group], ent.group, REL_COLUMNS)
@@ -624,3 +641,134 @@ def to_atlas_batches(
         batches.append({"entities": [_render(e, guids[e.key], local) for e in chunk], "referredEntities": {}})
     logger.debug("%d entities in %d batches", len(entities), len(batches))
     return batches
+
+
+# --------------------------------------------------------------------------------------------------------
+# Conversion by parts: each part of a big lineage (a script, a query-log chunk) converted on its own, the
+# parts' datasets merged, their processes passed through. What a process tier says depends only on its own
+# statement plus the qualifiedNames of the datasets it touches; only datasets and their columns (union of
+# what every part saw, the most specific type) need the whole picture.
+
+_DATASET_TYPES = frozenset(_TYPE_RANK)
+
+
+def _encode_refs(refs: dict[str, list[_Ref] | _Ref]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for name, value in refs.items():
+        if isinstance(value, list):
+            out[name] = [[r.type_name, r.qualified_name, r.relationship_type] for r in value]
+        else:
+            out[name] = [value.type_name, value.qualified_name, value.relationship_type]
+    return out
+
+
+def _record(entity: _Entity) -> dict[str, Any]:
+    return {
+        "tier": entity.tier,
+        "group": entity.group,
+        "typeName": entity.type_name,
+        "qualifiedName": entity.qualified_name,
+        "attributes": entity.attributes,
+        "refs": _encode_refs(entity.refs),
+    }
+
+
+def to_entity_records(
+    lineage: Lineage, *, namespace: str, run: RunInfo | None = None, include_resultsets: bool = False
+) -> dict[str, Any]:
+    """One part's entities as JSON-ready records, split into what needs a global merge and what does not.
+
+    Returns:
+        ``{"datasets": [...], "processes": [...], "unused": [...]}``: ``datasets`` are the dataset and
+        column records (every permanent dataset of the part, used or not, so columns seen only here join
+        the union); ``unused`` names the dataset qualifiedNames the part itself does not use (send them only
+        if another part does); ``processes`` are the processes, column lineage and executions, complete
+        for the part's statements. Records are sorted as :func:`to_atlas_entities` sorts entities. Fold
+        datasets with :func:`merge_entity_record` and render with :func:`batches_from_records`.
+    """
+    unused: set[str] = set()
+    entities = _build(lineage, namespace, run, include_resultsets, unused=unused)
+    return {
+        "datasets": [_record(e) for e in entities if e.tier == _TIER_DATASETS],
+        "processes": [_record(e) for e in entities if e.tier != _TIER_DATASETS],
+        "unused": sorted(unused),
+    }
+
+
+def record_key(record: dict[str, Any]) -> tuple[bool, str]:
+    """Identity of a dataset-tier record: a column and a dataset may share a qualifiedName string."""
+    return (record["typeName"] == TYPE_COLUMN, record["qualifiedName"])
+
+
+def record_sort_key(record: dict[str, Any]) -> tuple[int, str, int, str, str]:
+    """The order :func:`to_atlas_entities` gives entities (tier, owner, owner first, type, name)."""
+    qn = record["qualifiedName"]
+    own = 0 if qn == record["group"] else 1
+    return (record["tier"], record["group"], own, record["typeName"], qn)
+
+
+def merge_entity_record(old: dict[str, Any], new: dict[str, Any]) -> None:
+    """Fold a later part's record of the same entity into ``old``, as one conversion of the whole would:
+    the more specific dataset type wins, attributes first seen are kept and missing ones filled in."""
+    old_type, new_type = old["typeName"], new["typeName"]
+    if old_type in _TYPE_RANK and new_type in _TYPE_RANK and _TYPE_RANK[new_type] < _TYPE_RANK[old_type]:
+        old["typeName"] = new_type
+    attrs = old["attributes"]
+    for k, v in new["attributes"].items():
+        attrs.setdefault(k, v)
+
+
+def _decode_ref(raw: list[str], dataset_types: Mapping[str, str]) -> _Ref:
+    type_name, qn, rel = raw
+    if type_name in _DATASET_TYPES:
+        type_name = dataset_types.get(qn, type_name)  # the type only the merge knows (table -> view)
+    return _Ref(type_name, qn, rel)
+
+
+def _entity_of(record: dict[str, Any], dataset_types: Mapping[str, str]) -> _Entity:
+    refs: dict[str, list[_Ref] | _Ref] = {}
+    for name, value in record["refs"].items():
+        if value and isinstance(value[0], str):
+            refs[name] = _decode_ref(value, dataset_types)
+        else:
+            refs[name] = [_decode_ref(r, dataset_types) for r in value]
+    return _Entity(
+        record["tier"],
+        record["group"],
+        record["typeName"],
+        record["qualifiedName"],
+        record["attributes"],
+        refs,
+    )
+
+
+def batches_from_records(
+    records: Iterable[dict[str, Any]], *, dataset_types: Mapping[str, str], max_entities: int = 500
+) -> Iterator[dict[str, Any]]:
+    """Bulk bodies from records already in tier order, cut as :func:`to_atlas_batches` cuts them.
+
+    A generator: one body is held at a time. References to datasets take their merged type from
+    ``dataset_types`` (qualifiedName -> typeName). Placeholder guids run ``-1``, ``-2``... over the stream
+    and a reference carries one only within its own body, so every body stands alone when sent in order.
+    """
+    if max_entities < 1:
+        msg = f"max_entities must be at least 1, not {max_entities}"
+        raise ValueError(msg)
+    counter = 0
+    chunk: list[_Entity] = []
+
+    def flush() -> dict[str, Any]:
+        nonlocal counter
+        local: dict[tuple[str, str], str] = {}
+        for e in chunk:
+            counter += 1
+            local[e.key] = f"-{counter}"
+        return {"entities": [_render(e, local[e.key], local) for e in chunk], "referredEntities": {}}
+
+    for record in records:
+        chunk.append(_entity_of(record, dataset_types))
+        if len(chunk) >= max_entities:
+            yield flush()
+            chunk = []
+    if chunk:
+        yield flush()
