@@ -459,6 +459,21 @@ class _Extractor:
                 return lf
         return None
 
+    def register_read(
+        self, node: _Node, attrs: list[_Node], table: _Ident | None, facts: dict[str, Any], missing: str
+    ) -> None:
+        """A leaf that reads a catalog table if the facts name one, else the file paths they list."""
+        paths = [p for p in (facts.get("paths") or []) if isinstance(p, str)]
+        if table is not None:
+            ds = self.table_dataset(table)
+            self.add_dataset(ds)
+            self.register_leaf(node, attrs, [ds.id])
+        elif paths:
+            dss = [self.add_dataset(self.path_dataset(p, facts.get("format"))) for p in paths]
+            self.register_leaf(node, attrs, dss)
+        else:
+            self.warn(missing)
+
     def register_leaf(self, node: _Node, attrs: list[_Node], dss: list[str]) -> None:
         self.leaf_datasets[id(node)] = dss
         for a in attrs:
@@ -485,17 +500,8 @@ class _Extractor:
                 self.add_dataset(ds)
                 self.register_leaf(node, attrs, [ds.id])
                 return True
-            paths = [p for p in (lf.get("paths") or []) if isinstance(p, str)]
-            table = _ident(lf.get("table"))
-            if table is not None:
-                ds = self.table_dataset(table)
-                self.add_dataset(ds)
-                self.register_leaf(node, attrs, [ds.id])
-            elif paths:
-                dss = [self.add_dataset(self.path_dataset(p, lf.get("format"))) for p in paths]
-                self.register_leaf(node, attrs, dss)
-            else:
-                self.warn(f"a file read has no path (facts missing for exprIds {sorted(ids)[:5]})")
+            missing = f"a file read has no path (facts missing for exprIds {sorted(ids)[:5]})"
+            self.register_read(node, attrs, _ident(lf.get("table")), lf, missing)
             return True
         if name == "HiveTableRelation":
             meta = node.f.get("tableMeta") or {}
@@ -517,16 +523,9 @@ class _Extractor:
             ids = {i for i in (_expr_id(a) for a in attrs) if i is not None}
             lf = self.facts_for_leaf(ids) or {}
             table = _ident(lf.get("table")) or _ident(_v2_identifier(node.f))
-            paths = [p for p in (lf.get("paths") or []) if isinstance(p, str)]
-            if table is not None:
-                ds = self.table_dataset(table)
-                self.add_dataset(ds)
-                self.register_leaf(node, attrs, [ds.id])
-            elif paths:
-                dss = [self.add_dataset(self.path_dataset(p, lf.get("format"))) for p in paths]
-                self.register_leaf(node, attrs, dss)
-            else:
-                self.warn("a DataSource V2 read has no identifier (facts missing)")
+            self.register_read(
+                node, attrs, table, lf, "a DataSource V2 read has no identifier (facts missing)"
+            )
             return True
         if name == "View" and not node.f.get("isTempView"):
             desc = node.f.get("desc") or {}
