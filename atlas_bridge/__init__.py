@@ -43,7 +43,7 @@ _EXPORTS: dict[str, str] = {
     "UnsafeInputError": "atlas_bridge.errors",
     "end_to_end": "atlas_bridge.graph",
     "extract_sql_lineage": "atlas_bridge.extractors.sql",
-    "extract_sqlflow_lineage": "atlas_bridge.extractors.sqlflow",
+    "extract_sqlflow_lineage": "atlas_bridge.sqlflow.read",
     "load_typedefs": "atlas_bridge.atlas.typedefs",
     "make_sink": "atlas_bridge.atlas.sink",
     "merge_lineage": "atlas_bridge.model",
@@ -52,8 +52,8 @@ _EXPORTS: dict[str, str] = {
     "table_level": "atlas_bridge.graph",
     "to_atlas_batches": "atlas_bridge.atlas.convert",
     "to_atlas_entities": "atlas_bridge.atlas.convert",
-    "to_sqlflow_json": "atlas_bridge.sqlflow_out",
-    "to_sqlflow_xml": "atlas_bridge.sqlflow_out",
+    "to_sqlflow_json": "atlas_bridge.sqlflow.write",
+    "to_sqlflow_xml": "atlas_bridge.sqlflow.write",
 }
 
 __all__ = sorted([*_EXPORTS, "__version__"])
@@ -76,7 +76,6 @@ if TYPE_CHECKING:
         UnsafeInputError,
     )
     from atlas_bridge.extractors.sql import extract_sql_lineage
-    from atlas_bridge.extractors.sqlflow import extract_sqlflow_lineage
     from atlas_bridge.graph import TableLineage, end_to_end, table_level
     from atlas_bridge.model import (
         ClauseType,
@@ -94,7 +93,8 @@ if TYPE_CHECKING:
         RelationType,
         merge_lineage,
     )
-    from atlas_bridge.sqlflow_out import to_sqlflow_json, to_sqlflow_xml
+    from atlas_bridge.sqlflow.read import extract_sqlflow_lineage
+    from atlas_bridge.sqlflow.write import to_sqlflow_json, to_sqlflow_xml
 
 
 def __getattr__(name: str) -> Any:

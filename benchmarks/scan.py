@@ -72,19 +72,19 @@ class _CountingDelivery:
 
 def child(corpus: str, master: str) -> None:
     """One measured scan; prints a JSON line."""
-    from atlas_bridge import batch
+    from atlas_bridge import bridge
 
     schema = json.loads((BENCH / "tpc-ds.schema.json").read_text())
-    spark = batch.spark_session(master, app_name="atlas-bridge-bench")
+    spark = bridge.spark_session(master, app_name="atlas-bridge-bench")
     spark.sparkContext.parallelize([0], 1).count()  # JVM and worker start-up are not the scan's cost
     delivery = _CountingDelivery()
     t0 = time.perf_counter()
-    summary = batch.scan(
+    summary = bridge.scan(
         [corpus],
         delivery,
         namespace="bench",
         spark=spark,
-        options=batch.ScanOptions(dialect="spark", schema=schema),
+        options=bridge.ScanOptions(dialect="spark", schema=schema),
     )
     total = time.perf_counter() - t0
     spark.stop()

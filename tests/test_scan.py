@@ -7,14 +7,14 @@ from pathlib import Path
 
 import pytest
 
-from atlas_bridge import batch
-from atlas_bridge.batch import InputKind, ScanOptions, WorkUnit
+from atlas_bridge import bridge
+from atlas_bridge.bridge import InputKind, ScanOptions, WorkUnit
 
 DATA = Path(__file__).parent / "data" / "scan"
 TREE = DATA / "tree"
 
 
-def _rel(files: list[batch.InputFile]) -> dict[str, str]:
+def _rel(files: list[bridge.InputFile]) -> dict[str, str]:
     return {Path(f.path).relative_to(TREE.resolve()).as_posix(): f.kind for f in files}
 
 
@@ -22,7 +22,7 @@ def _rel(files: list[batch.InputFile]) -> dict[str, str]:
 
 
 def test_discovery_finds_every_kind_and_tells_logs_from_sqlflow() -> None:
-    files, notes = batch.discover_inputs([TREE])
+    files, notes = bridge.discover_inputs([TREE])
     assert _rel(files) == {
         "a/x.sql": InputKind.SQL,
         "a/y.hql": InputKind.SQL,
@@ -42,36 +42,36 @@ def test_discovery_finds_every_kind_and_tells_logs_from_sqlflow() -> None:
 
 
 def test_include_and_exclude_globs() -> None:
-    files, _ = batch.discover_inputs([TREE], include=["a/*", "*.ddl", "*.sql"], exclude=["*_test.sql"])
+    files, _ = bridge.discover_inputs([TREE], include=["a/*", "*.ddl", "*.sql"], exclude=["*_test.sql"])
     assert sorted(_rel(files)) == ["a/x.sql", "a/y.hql", "b/z.ddl"]
-    files, _ = batch.discover_inputs([TREE], exclude=["logs/*", "exports/*"])
+    files, _ = bridge.discover_inputs([TREE], exclude=["logs/*", "exports/*"])
     assert all(k == InputKind.SQL for k in _rel(files).values())
     assert len(files) == 4
 
 
 def test_a_file_named_twice_is_scanned_once_and_missing_paths_are_refused() -> None:
-    files, _ = batch.discover_inputs([TREE / "a", TREE / "a" / "x.sql", TREE / "a"])
+    files, _ = bridge.discover_inputs([TREE / "a", TREE / "a" / "x.sql", TREE / "a"])
     assert sorted(_rel(files)) == ["a/x.sql", "a/y.hql"]
     from atlas_bridge.errors import ConfigError
 
     with pytest.raises(ConfigError, match="no-such-dir"):
-        batch.discover_inputs([TREE / "no-such-dir"])
+        bridge.discover_inputs([TREE / "no-such-dir"])
 
 
 def test_query_field_option_decides_what_a_json_file_is(tmp_path: Path) -> None:
     log = tmp_path / "events.json"
     log.write_text('{"qtext": "INSERT INTO a SELECT b FROM c"}\n', encoding="utf-8")
-    assert batch.classify_file(log) == InputKind.SQLFLOW
-    assert batch.classify_file(log, query_field="QText") == InputKind.QUERY_LOG
+    assert bridge.classify_file(log) == InputKind.SQLFLOW
+    assert bridge.classify_file(log, query_field="QText") == InputKind.QUERY_LOG
 
 
 # ---------------------------------------------------------------------------------------------- query logs
 
 
-def _records(path: Path, **opts: object) -> tuple[list[batch.LogRecord], list[str]]:
+def _records(path: Path, **opts: object) -> tuple[list[bridge.LogRecord], list[str]]:
     problems: list = []
-    f = batch.InputFile(str(path), path.name, InputKind.QUERY_LOG, path.stat().st_size)
-    recs = list(batch.read_query_log(WorkUnit(f, 0, f.size), ScanOptions(**opts), problems))  # type: ignore[arg-type]
+    f = bridge.InputFile(str(path), path.name, InputKind.QUERY_LOG, path.stat().st_size)
+    recs = list(bridge.read_query_log(WorkUnit(f, 0, f.size), ScanOptions(**opts), problems))  # type: ignore[arg-type]
     return recs, [f"{p.line}: {p.message}" for p in problems]
 
 
@@ -113,13 +113,13 @@ def test_large_jsonl_logs_split_into_byte_ranges_that_lose_and_repeat_nothing(tm
     log = tmp_path / "big.jsonl"
     lines = [json.dumps({"query": f"INSERT INTO t{i} SELECT x FROM s{'y' * (i % 17)}"}) for i in range(200)]
     log.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    f = batch.InputFile(str(log), log.name, InputKind.QUERY_LOG, log.stat().st_size)
+    f = bridge.InputFile(str(log), log.name, InputKind.QUERY_LOG, log.stat().st_size)
     options = ScanOptions(chunk_bytes=997)  # ranges start and end mid-line
-    units = batch.plan_units([f], options)
+    units = bridge.plan_units([f], options)
     assert len(units) > 5
     seen: list[tuple[int, str]] = []
     for unit in units:
-        seen.extend((r.line, r.query) for r in batch.read_query_log(unit, options, []))
+        seen.extend((r.line, r.query) for r in bridge.read_query_log(unit, options, []))
     assert seen == [(i + 1, f"INSERT INTO t{i} SELECT x FROM s{'y' * (i % 17)}") for i in range(200)]
 
 
@@ -128,38 +128,38 @@ def test_large_jsonl_logs_split_into_byte_ranges_that_lose_and_repeat_nothing(tm
 
 def test_partitions_are_contiguous_and_balanced_by_bytes() -> None:
     files = [
-        batch.InputFile(f"/x/{i:03}", f"{i:03}", InputKind.SQL, 100 if i % 2 else 300) for i in range(40)
+        bridge.InputFile(f"/x/{i:03}", f"{i:03}", InputKind.SQL, 100 if i % 2 else 300) for i in range(40)
     ]
-    units = batch.plan_units(files, ScanOptions())
-    parts = batch.partition_units(units, 4)
+    units = bridge.plan_units(files, ScanOptions())
+    parts = bridge.partition_units(units, 4)
     assert [u for p in parts for u in p] == units  # order kept: merge order independent of parallelism
     sizes = [sum(u.end - u.start for u in p) for p in parts]
     assert max(sizes) - min(sizes) <= 300
-    assert batch.partition_units(units[:2], 8) == [[units[0]], [units[1]]]
+    assert bridge.partition_units(units[:2], 8) == [[units[0]], [units[1]]]
 
 
 def test_statement_count_ignores_semicolons_in_strings_and_comments() -> None:
     text = (TREE / "a" / "x.sql").read_text(encoding="utf-8")
-    assert batch.count_statements(text) == 1
-    assert batch.count_statements("a; b;\n-- c;\n/* d; */ 'e;'; `f;g`") == 4
-    assert batch.count_statements("  \n-- only a comment\n") == 0
+    assert bridge.count_statements(text) == 1
+    assert bridge.count_statements("a; b;\n-- c;\n/* d; */ 'e;'; `f;g`") == 4
+    assert bridge.count_statements("  \n-- only a comment\n") == 0
 
 
 # ---------------------------------------------------------------------------------------------- resume state
 
 
 def test_sent_state_survives_a_torn_last_line_and_is_kept_per_target(tmp_path: Path) -> None:
-    state = batch.SentState.for_target(tmp_path, "atlas:http://a|ns")
+    state = bridge.SentState.for_target(tmp_path, "atlas:http://a|ns")
     state.record("h1", 3)
     state.record("h2", 4)
     state.close()
     with open(state.path, "a", encoding="utf-8") as fh:
         fh.write('{"hash": "h3", "enti')  # the process died while writing
-    again = batch.SentState.for_target(tmp_path, "atlas:http://a|ns")
+    again = bridge.SentState.for_target(tmp_path, "atlas:http://a|ns")
     assert "h1" in again
     assert "h2" in again
     assert "h3" not in again
-    assert len(batch.SentState.for_target(tmp_path, "atlas:http://b|ns")) == 0
+    assert len(bridge.SentState.for_target(tmp_path, "atlas:http://b|ns")) == 0
 
 
 class _Memory:
@@ -185,25 +185,25 @@ def test_deliver_resumes_after_a_failure_and_keeps_the_state_file_small(tmp_path
     batches = [
         {"entities": [{"typeName": "t", "attributes": {"n": i}}], "referredEntities": {}} for i in range(5)
     ]
-    state = batch.SentState.for_target(tmp_path, "memory:unit")
+    state = bridge.SentState.for_target(tmp_path, "memory:unit")
     state.record("hash-of-a-batch-of-last-year", 1)
-    first = batch.deliver(batches, _Memory(fail_at=2), state)
+    first = bridge.deliver(batches, _Memory(fail_at=2), state)
     assert (first.sent, first.created, len(first.errors)) == (2, 2, 1)
     again = _Memory()
-    second = batch.deliver(batches, again, state)
+    second = bridge.deliver(batches, again, state)
     assert (second.skipped, second.sent, second.created, second.unchanged) == (2, 3, 3, 2)
     assert again.sent == batches[2:]
     state.close()
     lines = state.path.read_text(encoding="utf-8").splitlines()
-    assert sorted(json.loads(line)["hash"] for line in lines) == sorted(batch.batch_hash(b) for b in batches)
+    assert sorted(json.loads(line)["hash"] for line in lines) == sorted(bridge.batch_hash(b) for b in batches)
 
 
 def test_batch_hash_is_the_content_not_the_key_order() -> None:
     a = {"entities": [{"typeName": "t", "attributes": {"x": 1, "y": 2}}], "referredEntities": {}}
     b = {"referredEntities": {}, "entities": [{"attributes": {"y": 2, "x": 1}, "typeName": "t"}]}
-    assert batch.batch_hash(a) == batch.batch_hash(b)
+    assert bridge.batch_hash(a) == bridge.batch_hash(b)
     b["entities"][0]["attributes"]["y"] = 3  # type: ignore[index]
-    assert batch.batch_hash(a) != batch.batch_hash(b)
+    assert bridge.batch_hash(a) != bridge.batch_hash(b)
 
 
 # ---------------------------------------------------------------------------------------------- on Spark
@@ -233,7 +233,7 @@ class _Stop(Exception):
 class _Recording:
     """A delivery that keeps what it was given (and can die after ``die_after`` batches)."""
 
-    def __init__(self, inner: batch.Delivery | None = None, die_after: int | None = None) -> None:
+    def __init__(self, inner: bridge.Delivery | None = None, die_after: int | None = None) -> None:
         self.inner = inner
         self.target = inner.target if inner is not None else "memory:test"  # resume state is per target
         self.die_after = die_after
@@ -243,21 +243,21 @@ class _Recording:
         if self.die_after is not None and len(self.sent) >= self.die_after:
             raise _Stop
         result = self.inner.send(b) if self.inner is not None else None
-        self.sent.append(batch.batch_hash(b))
+        self.sent.append(bridge.batch_hash(b))
         return result
 
     def close(self) -> None:
         pass
 
 
-def _atlas(stub: object) -> tuple[object, batch.SinkDelivery]:
+def _atlas(stub: object) -> tuple[object, bridge.SinkDelivery]:
     from atlas_bridge.atlas.client import AtlasClient
     from atlas_bridge.atlas.sink import AtlasSink
     from atlas_bridge.atlas.typedefs import register_typedefs
 
     client = AtlasClient(stub.base_url, retries=0, backoff=0)  # type: ignore[attr-defined]
     register_typedefs(client)
-    return client, batch.SinkDelivery(AtlasSink(client, spool_dir=None), f"atlas:{stub.base_url}")  # type: ignore[attr-defined]
+    return client, bridge.SinkDelivery(AtlasSink(client, spool_dir=None), f"atlas:{stub.base_url}")  # type: ignore[attr-defined]
 
 
 def _upstream(client: object, type_name: str, qualified_name: str) -> set[str]:
@@ -274,7 +274,7 @@ def test_scan_warehouse_into_atlas_then_again_changes_nothing(
     from atlas_bridge.naming import column_qualified_name, table_qualified_name
 
     client, delivery = _atlas(atlas_stub)
-    summary = batch.scan(
+    summary = bridge.scan(
         [WAREHOUSE], delivery, namespace=NS, spark=session, options=_warehouse_options(), state_dir=tmp_path
     )
     assert summary.errors == [], [str(p) for p in summary.errors]
@@ -300,7 +300,7 @@ def test_scan_warehouse_into_atlas_then_again_changes_nothing(
     posts = len(atlas_stub.requests_to("POST", "/entity/bulk"))  # type: ignore[attr-defined]
 
     # Same input, same state: every batch was acknowledged already, nothing is sent.
-    again = batch.scan(
+    again = bridge.scan(
         [WAREHOUSE], delivery, namespace=NS, spark=session, options=_warehouse_options(), state_dir=tmp_path
     )
     assert again.delivery.sent == 0
@@ -308,7 +308,7 @@ def test_scan_warehouse_into_atlas_then_again_changes_nothing(
     assert len(atlas_stub.requests_to("POST", "/entity/bulk")) == posts  # type: ignore[attr-defined]
 
     # Without the state (another machine, --no-resume): sent again, and Atlas creates nothing new.
-    fresh = batch.scan(
+    fresh = bridge.scan(
         [WAREHOUSE],
         delivery,
         namespace=NS,
@@ -328,7 +328,7 @@ def test_warehouse_lineage_starts_at_the_landing_paths(session: object, atlas_st
     from atlas_bridge.naming import path_qualified_name, table_qualified_name
 
     client, delivery = _atlas(atlas_stub)
-    summary = batch.scan([WAREHOUSE], delivery, namespace=NS, spark=session, options=_warehouse_options())
+    summary = bridge.scan([WAREHOUSE], delivery, namespace=NS, spark=session, options=_warehouse_options())
     assert summary.delivery.errors == []
     view = table_qualified_name("reporting", "v_customer_revenue", NS)
     up = _upstream(client, "atlas_bridge_view", view)
@@ -345,7 +345,7 @@ def test_a_delivery_that_dies_halfway_resumes_without_sending_twice(
     options = _warehouse_options()
     dying = _Recording(atlas, die_after=3)
     with pytest.raises(_Stop):
-        batch.scan(
+        bridge.scan(
             [WAREHOUSE],
             dying,
             namespace=NS,
@@ -358,7 +358,7 @@ def test_a_delivery_that_dies_halfway_resumes_without_sending_twice(
     created_before = len(atlas_stub.active_entities())  # type: ignore[attr-defined]
 
     second = _Recording(atlas)
-    summary = batch.scan(
+    summary = bridge.scan(
         [WAREHOUSE], second, namespace=NS, spark=session, options=options, state_dir=tmp_path, max_entities=20
     )
     assert summary.delivery.skipped == 3
@@ -369,7 +369,7 @@ def test_a_delivery_that_dies_halfway_resumes_without_sending_twice(
     # what the two runs sent together is exactly one whole run's batches
     reference = _Recording()
     calls: list[tuple[str, int, int]] = []
-    batch.scan(
+    bridge.scan(
         [WAREHOUSE],
         reference,
         namespace=NS,
@@ -397,7 +397,7 @@ def test_atlas_going_down_mid_run_stops_cleanly_and_the_rerun_completes(
                 atlas_stub.refuse_connections()  # type: ignore[attr-defined]
             return super().send(b)
 
-    first = batch.scan(
+    first = bridge.scan(
         [WAREHOUSE],
         GoesDown(atlas),
         namespace=NS,
@@ -413,7 +413,7 @@ def test_atlas_going_down_mid_run_stops_cleanly_and_the_rerun_completes(
     assert not first.failed("never")
 
     atlas_stub.clear_faults()  # type: ignore[attr-defined]
-    second = batch.scan(
+    second = bridge.scan(
         [WAREHOUSE],
         atlas,
         namespace=NS,
@@ -527,7 +527,7 @@ def test_a_statement_repeated_across_scripts_merges_into_one_set_of_edges() -> N
 
     parts = [part(n) for n in (1, 7, 7, 30)]
     assert len(merge_lineage(parts).relations) == 3  # positions keep copies apart
-    merged = merge_lineage(batch.distinct_relations(parts, strip_spans=True))
+    merged = merge_lineage(bridge.distinct_relations(parts, strip_spans=True))
     assert len(merged.relations) == 1
     assert merged.relations[0].span is None
 
@@ -537,11 +537,11 @@ def test_a_statement_repeated_across_scripts_merges_into_one_set_of_edges() -> N
 
 def _collect(
     units: list[WorkUnit], options: ScanOptions, partitions: int, spill: Path
-) -> batch.EntityCollector:
+) -> bridge.EntityCollector:
     """What the scan's driver folds, with the executors' work done here partition by partition."""
-    collector = batch.EntityCollector(spill)
-    for group in batch.partition_units(units, partitions):
-        for tag, payload in batch.extract_partition(group, options, NS):
+    collector = bridge.EntityCollector(spill)
+    for group in bridge.partition_units(units, partitions):
+        for tag, payload in bridge.extract_partition(group, options, NS):
             if tag == "unit":
                 collector.add(json.loads(payload))
     collector.finish()
@@ -575,8 +575,8 @@ def test_converting_by_parts_gives_the_whole_conversion_whatever_the_partitions(
     copied = sorted(WAREHOUSE.rglob("*.sql"))[-1]
     (tree / "zz_copy.sql").write_bytes(copied.read_bytes())
     options = _warehouse_options()
-    files, _ = batch.discover_inputs([tree])
-    units = batch.plan_units(files, options)
+    files, _ = bridge.discover_inputs([tree])
+    units = bridge.plan_units(files, options)
 
     one = _collect(units, options, 1, tmp_path / "s1")
     many = _collect(units, options, 5, tmp_path / "s5")
@@ -585,7 +585,7 @@ def test_converting_by_parts_gives_the_whole_conversion_whatever_the_partitions(
     assert one.counts() == many.counts()
     assert len(batches) == one.batch_count(20) > 3
 
-    merged = merge_lineage(end_to_end(batch.extract_unit(u, options).lineage) for u in units)
+    merged = merge_lineage(end_to_end(bridge.extract_unit(u, options).lineage) for u in units)
     whole = to_atlas_entities(merged, namespace=NS)
     got = [e for b in batches for e in b["entities"]]
     assert sorted(map(_without_guids, got)) == sorted(map(_without_guids, whole))

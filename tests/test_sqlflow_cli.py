@@ -10,8 +10,8 @@ import pytest
 from click.testing import CliRunner
 
 from atlas_bridge.cli import cli
-from atlas_bridge.extractors.sqlflow import extract_sqlflow_lineage
 from atlas_bridge.model import Lineage
+from atlas_bridge.sqlflow.read import extract_sqlflow_lineage
 
 DATA = Path(__file__).parent / "data" / "sqlflow"
 

@@ -10,7 +10,6 @@ from golden import assert_golden
 from sqlflow_raw import walk
 
 from atlas_bridge.errors import ExtractionError
-from atlas_bridge.extractors.sqlflow import extract_sqlflow_lineage
 from atlas_bridge.graph import table_level
 from atlas_bridge.model import (
     PSEUDO_ROWS,
@@ -23,6 +22,7 @@ from atlas_bridge.model import (
     Severity,
     Span,
 )
+from atlas_bridge.sqlflow.read import extract_sqlflow_lineage
 
 DATA = Path(__file__).parent / "data" / "sqlflow"
 NOT_SAMPLES = {"sql_vs_sqlflow.json"}  # the SQL-vs-SQLFlow comparison cases, not an export

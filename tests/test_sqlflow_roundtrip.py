@@ -9,7 +9,6 @@ from pathlib import Path
 import pytest
 from golden import assert_golden
 
-from atlas_bridge.extractors.sqlflow import extract_sqlflow_lineage
 from atlas_bridge.graph import table_level
 from atlas_bridge.model import (
     PSEUDO_ROWS,
@@ -29,7 +28,8 @@ from atlas_bridge.model import (
     Span,
     dataset_id,
 )
-from atlas_bridge.sqlflow_out import to_sqlflow_json, to_sqlflow_xml
+from atlas_bridge.sqlflow.read import extract_sqlflow_lineage
+from atlas_bridge.sqlflow.write import to_sqlflow_json, to_sqlflow_xml
 
 DATA = Path(__file__).parent / "data" / "sqlflow"
 NOT_SAMPLES = {"sql_vs_sqlflow.json"}  # the SQL-vs-SQLFlow comparison cases, not an export

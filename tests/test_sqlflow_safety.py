@@ -7,7 +7,7 @@ import json
 import pytest
 
 from atlas_bridge.errors import ExtractionError, UnsafeInputError
-from atlas_bridge.extractors.sqlflow import extract_sqlflow_lineage
+from atlas_bridge.sqlflow.read import extract_sqlflow_lineage
 
 BILLION_LAUGHS = """<?xml version="1.0"?>
 <!DOCTYPE dlineage [

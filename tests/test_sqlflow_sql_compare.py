@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from atlas_bridge.extractors.sqlflow import extract_sqlflow_lineage
 from atlas_bridge.graph import end_to_end, table_level
 from atlas_bridge.model import Dataset, DatasetKind, Lineage, RelationType
+from atlas_bridge.sqlflow.read import extract_sqlflow_lineage
 
 extract_sql_lineage = pytest.importorskip("atlas_bridge.extractors.sql").extract_sql_lineage
 

@@ -28,7 +28,7 @@ def _read_sql(
 
 
 def _read_sqlflow(path: Path) -> ExtractionResult:
-    from atlas_bridge.extractors.sqlflow import extract_sqlflow_lineage  # type: ignore[import-not-found,unused-ignore]
+    from atlas_bridge.sqlflow.read import extract_sqlflow_lineage
 
     result: ExtractionResult = extract_sqlflow_lineage(path.read_bytes(), file=str(path))
     return result
@@ -67,10 +67,10 @@ def _render(lineage: Lineage, fmt: str, level: str, chain: bool) -> str:
             return end_to_end(lineage).to_json().rstrip("\n")
         return lineage.to_json().rstrip("\n")
     if fmt == "sqlflow-xml":
-        from atlas_bridge.sqlflow_out import to_sqlflow_xml  # type: ignore[import-not-found,unused-ignore]
+        from atlas_bridge.sqlflow.write import to_sqlflow_xml
 
         return str(to_sqlflow_xml(lineage, level=level))
-    from atlas_bridge.sqlflow_out import to_sqlflow_json  # type: ignore[import-not-found,unused-ignore]
+    from atlas_bridge.sqlflow.write import to_sqlflow_json
 
     return str(to_sqlflow_json(lineage))
 

@@ -120,12 +120,12 @@ def scan_command(
     file:line) and prints it. A re-run skips batches already acknowledged. Exit codes: 0 success,
     1 the run met errors (see --fail-on), 2 usage or configuration error, 130 interrupted.
     """
-    from atlas_bridge import batch
+    from atlas_bridge import bridge
 
     _log_progress_lines()
     try:
         settings, delivery, report_dir = _prepare(to, out_dir, namespace, config_file)
-        options = batch.ScanOptions(
+        options = bridge.ScanOptions(
             dialect=dialect,
             schema=_load_schema(schema_file, paths),
             default_db=default_db,
@@ -139,7 +139,7 @@ def scan_command(
 
     try:
         with _progress_bars(disabled=no_progress) as progress:
-            summary = batch.scan(
+            summary = bridge.scan(
                 [str(p) for p in paths],
                 delivery,
                 namespace=settings.namespace,
@@ -166,7 +166,7 @@ def scan_command(
         with contextlib.suppress(Exception):
             delivery.close()
 
-    path = batch.write_summary(summary, report_dir)
+    path = bridge.write_summary(summary, report_dir)
     click.echo(summary.render())
     click.echo(f"summary:    {path}")
     if summary.failed(fail_on):
@@ -177,7 +177,7 @@ def _prepare(
     to: str | None, out_dir: Path | None, namespace: str | None, config_file: Path | None
 ) -> tuple[Any, Any, Path]:
     """Settings, the delivery and the report directory for ``--to``."""
-    from atlas_bridge import batch
+    from atlas_bridge import bridge
     from atlas_bridge.config import Settings
 
     to_atlas = to == "atlas"
@@ -203,7 +203,7 @@ def _prepare(
         client = AtlasClient.from_settings(settings)
         logger.info("typedefs: %s", register_typedefs(client))
         # No spool: the scan's resume state is what makes an interrupted delivery restart where it stopped.
-        delivery: Any = batch.SinkDelivery(
+        delivery: Any = bridge.SinkDelivery(
             AtlasSink(client, spool_dir=None), "atlas:" + ",".join(settings.base_urls)
         )
     else:
@@ -211,7 +211,7 @@ def _prepare(
 
         _clear_previous_batches(Path(settings.output_dir))
         target = f"files:{Path(settings.output_dir).resolve()}"
-        delivery = batch.SinkDelivery(make_sink(settings), target)
+        delivery = bridge.SinkDelivery(make_sink(settings), target)
     return settings, delivery, Path(report_dir)
 
 
@@ -250,7 +250,7 @@ def _load_schema(schema_file: Path | None, paths: tuple[Path, ...]) -> dict[str,
 def _log_progress_lines() -> None:
     """INFO progress lines when nobody set a level and stderr is no terminal (spark-submit, CI, cron)."""
     if os.environ.get("ATLAS_BRIDGE_LOG_LEVEL") is None and not sys.stderr.isatty():
-        for name in ("atlas_bridge.batch", "atlas_bridge.cli.scan"):
+        for name in ("atlas_bridge.bridge", "atlas_bridge.cli.scan"):
             lg = logging.getLogger(name)
             if lg.getEffectiveLevel() > logging.INFO:
                 lg.setLevel(logging.INFO)

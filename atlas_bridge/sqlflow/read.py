@@ -34,7 +34,7 @@ Mapping decisions:
 - ``<error>`` elements become :class:`~atlas_bridge.model.Problem` s of kind ``sqlflow``; anything else the
   model cannot hold (packages, database/schema elements, unknown values) becomes a warning.
 - Attributes in the ``urn:atlas-bridge:sqlflow`` namespace (JSON: an ``atlasBridge`` object) are written by
-  :mod:`atlas_bridge.sqlflow_out` for what SQLFlow has no slot for (exact ids, SQL text, v2 flow/effect...),
+  :mod:`atlas_bridge.sqlflow.write` for what SQLFlow has no slot for (exact ids, SQL text, v2 flow/effect...),
   so what we write reads back into an equal model. SQLFlow ignores them.
 
 Untrusted XML is parsed with defusedxml with DTDs, entities and external references forbidden, after a size

@@ -11,7 +11,7 @@ Each of our relations is atomic (one source), so each becomes one SQLFlow relati
 SQLFlow has no slot for (an id our naming rules would not rebuild, SQL text, statement index, source file,
 column expressions, the v2 flow and effect) goes into extension attributes in the ``urn:atlas-bridge:sqlflow``
 namespace (JSON: an ``atlasBridge`` object), which SQLFlow ignores and
-:func:`atlas_bridge.extractors.sqlflow.extract_sqlflow_lineage` reads, so a written column-level lineage reads
+:func:`atlas_bridge.sqlflow.read.extract_sqlflow_lineage` reads, so a written column-level lineage reads
 back into an equal :class:`~atlas_bridge.model.Lineage`.
 
 Table level (``level="table"``) is :func:`atlas_bridge.graph.table_level` written the way SQLFlow's
@@ -28,13 +28,6 @@ from collections import Counter
 from collections.abc import Iterable
 from typing import Any
 
-from atlas_bridge.extractors.sqlflow import (
-    AB_JSON_KEY,
-    AB_NAMESPACE,
-    is_pseudo_rows,
-    normalise_process_type,
-    qualify,
-)
 from atlas_bridge.graph import table_level
 from atlas_bridge.model import (
     PSEUDO_ROWS,
@@ -51,6 +44,13 @@ from atlas_bridge.model import (
     Span,
     dataset_id,
     unquote,
+)
+from atlas_bridge.sqlflow.read import (
+    AB_JSON_KEY,
+    AB_NAMESPACE,
+    is_pseudo_rows,
+    normalise_process_type,
+    qualify,
 )
 
 logger = logging.getLogger(__name__)

@@ -1,0 +1,242 @@
+"""Stage 1 (driver): find the inputs under the scanned roots, tell their kind, cut them into work units."""
+
+from __future__ import annotations
+
+import fnmatch
+import json
+import os
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from atlas_bridge.bridge.types import InputFile, InputKind, ScanOptions, WorkUnit
+from atlas_bridge.errors import ConfigError
+from atlas_bridge.model import Problem, Severity
+
+SQL_SUFFIXES = (".sql", ".hql", ".ddl")
+
+
+SQLFLOW_SUFFIXES = (".xml", ".json")
+
+
+LOG_SUFFIXES = (".jsonl", ".ndjson", ".csv")
+
+
+QUERY_FIELDS = (
+    "query_text",
+    "querytext",
+    "query",
+    "sql_text",
+    "sqltext",
+    "sql",
+    "statement",
+    "statement_text",
+)
+"""Field / column names taken for a query log's query text, first match wins (case-insensitive)."""
+
+
+USER_FIELDS = ("user", "user_name", "username", "usr", "principal", "login")
+
+
+TIME_FIELDS = ("time", "timestamp", "ts", "start_time", "starttime", "event_time", "query_time", "created_at")
+
+
+_SQLFLOW_KEYS = frozenset({"dbobjs", "servers", "relations", "relationships", "code", "data", "sessionId"})
+
+
+_SNIFF_BYTES = 64 * 1024
+
+
+def discover_inputs(
+    paths: Iterable[str | os.PathLike[str]],
+    *,
+    include: Sequence[str] = (),
+    exclude: Sequence[str] = (),
+    query_field: str | None = None,
+) -> tuple[list[InputFile], list[str]]:
+    """The files to scan under ``paths``, sorted by name, and notes on files left out.
+
+    A file named on the command line is always taken (if its kind is known); files found in directories
+    must have a known suffix and pass the globs. Globs match the path relative to the directory given, or
+    the file name (``--include 'marts/*'``, ``--exclude '*_test.sql'``).
+
+    Raises:
+        ConfigError: a path does not exist.
+    """
+    found: dict[str, InputFile] = {}
+    notes: list[str] = []
+    for raw in paths:
+        root = Path(raw)
+        if not root.exists():
+            msg = f"no such file or directory: {root}"
+            raise ConfigError(msg)
+        if root.is_file():
+            candidates = [(root, root.name)]
+        else:
+            candidates = [
+                (p, p.relative_to(root).as_posix())
+                for p in sorted(root.rglob("*"))
+                if p.is_file() and not any(part.startswith(".") for part in p.relative_to(root).parts)
+            ]
+        for path, rel in candidates:
+            if include and not _matches(rel, include):
+                continue
+            if exclude and _matches(rel, exclude):
+                continue
+            suffix = path.suffix.lower()
+            if suffix not in SQL_SUFFIXES + SQLFLOW_SUFFIXES + LOG_SUFFIXES:
+                if root.is_file():
+                    notes.append(f"{_display(path)}: skipped, unknown kind of file")
+                continue
+            kind = classify_file(path, query_field=query_field)
+            name = _display(path)
+            if kind == InputKind.SCHEMA:
+                notes.append(f"{name}: not scanned, a schema mapping (see --schema)")
+                continue
+            key = str(path.resolve())
+            found.setdefault(key, InputFile(path=key, name=name, kind=kind, size=path.stat().st_size))
+    files = sorted(found.values(), key=lambda f: (f.name, f.path))
+    return files, notes
+
+
+def _matches(rel: str, globs: Sequence[str]) -> bool:
+    base = rel.rsplit("/", 1)[-1]
+    return any(fnmatch.fnmatchcase(rel, g) or fnmatch.fnmatchcase(base, g) for g in globs)
+
+
+def _display(path: Path) -> str:
+    try:
+        return path.resolve().relative_to(Path.cwd().resolve()).as_posix()
+    except ValueError:
+        return path.resolve().as_posix()
+
+
+def classify_file(path: str | os.PathLike[str], *, query_field: str | None = None) -> str:
+    """The kind of a file, from its suffix and, for ``.json``, its first line.
+
+    A ``.json`` whose first line is a whole JSON object with a query-text field (and none of SQLFlow's
+    top-level keys) is a JSON-lines query log; an object of objects of strings is a schema mapping.
+    """
+    p = Path(path)
+    suffix = p.suffix.lower()
+    if suffix in SQL_SUFFIXES:
+        return InputKind.SQL
+    if suffix in LOG_SUFFIXES:
+        return InputKind.QUERY_LOG
+    if suffix == ".json":
+        with open(p, "rb") as fh:
+            head = fh.read(_SNIFF_BYTES)
+        return _sniff_json(head, query_field)
+    return InputKind.SQLFLOW
+
+
+def _sniff_json(head: bytes, query_field: str | None) -> str:
+    text = head.decode("utf-8", errors="replace").lstrip("\ufeff")
+    first = text.lstrip().split("\n", 1)[0].strip()
+    try:
+        obj = json.loads(first)
+    except ValueError:
+        obj = None
+    if isinstance(obj, dict) and not (_SQLFLOW_KEYS & obj.keys()):
+        if pick_field(list(obj), query_field, QUERY_FIELDS) is not None:
+            return InputKind.QUERY_LOG
+        if obj and _is_schema_mapping(obj):
+            return InputKind.SCHEMA
+    if obj is None:
+        try:
+            whole = json.loads(text)
+        except ValueError:
+            whole = None
+        if (
+            isinstance(whole, dict)
+            and whole
+            and not (_SQLFLOW_KEYS & whole.keys())
+            and _is_schema_mapping(whole)
+        ):
+            return InputKind.SCHEMA
+    return InputKind.SQLFLOW
+
+
+def _is_schema_mapping(obj: Mapping[str, Any], depth: int = 0) -> bool:
+    if depth > 3 or not obj:
+        return False
+    for value in obj.values():
+        if isinstance(value, dict):
+            if not _is_schema_mapping(value, depth + 1):
+                return False
+        elif not isinstance(value, str) or depth == 0:
+            return False
+    return True
+
+
+def pick_field(names: Sequence[str], wanted: str | None, candidates: Sequence[str]) -> str | None:
+    by_lower = {n.lower(): n for n in names}
+    if wanted is not None:
+        return by_lower.get(wanted.lower())
+    for cand in candidates:
+        if cand in by_lower:
+            return by_lower[cand]
+    return None
+
+
+def plan_units(
+    files: Sequence[InputFile], options: ScanOptions, *, ship_content: bool = False
+) -> list[WorkUnit]:
+    """One unit per file; JSON-lines query logs above ``options.chunk_bytes`` in line-aligned byte ranges."""
+    units: list[WorkUnit] = []
+    for f in files:
+        splittable = f.kind == InputKind.QUERY_LOG and not f.name.lower().endswith(".csv")
+        if splittable and f.size > options.chunk_bytes and not ship_content:
+            for start in range(0, f.size, options.chunk_bytes):
+                units.append(WorkUnit(f, start, min(start + options.chunk_bytes, f.size)))
+        elif ship_content:
+            units.append(WorkUnit(f, 0, f.size, Path(f.path).read_bytes()))
+        else:
+            units.append(WorkUnit(f, 0, f.size))
+    return units
+
+
+def partition_units(units: Sequence[WorkUnit], partitions: int) -> list[list[WorkUnit]]:
+    """Contiguous runs of units of about equal bytes.
+
+    Contiguous (not best-fit) on purpose: partitions come back in order, so the merge sees the inputs in
+    name order whatever the parallelism, and the first-seen object of an id is always the same one.
+    """
+    partitions = max(1, min(partitions, len(units)))
+    total = sum(max(u.end - u.start, 1) for u in units) or 1
+    out: list[list[WorkUnit]] = [[] for _ in range(partitions)]
+    acc = 0
+    for u in units:
+        size = max(u.end - u.start, 1)
+        idx = min(partitions - 1, acc * partitions // total)
+        out[idx].append(u)
+        acc += size
+    return [p for p in out if p]
+
+
+def make_problem(message: str, file: str, *, kind: str, line: int | None = None) -> Problem:
+    return Problem(message=message, kind=kind, file=file, line=line)
+
+
+def read_unit(unit: WorkUnit) -> bytes:
+    if unit.content is not None:
+        return unit.content
+    with open(unit.file.path, "rb") as fh:
+        return fh.read()
+
+
+def decode_text(data: bytes, name: str, problems: list[Problem]) -> str:
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as e:
+        line = data[: e.start].count(b"\n") + 1
+        problems.append(
+            Problem(
+                message=f"not UTF-8 at byte {e.start}; undecodable bytes replaced",
+                severity=Severity.WARNING,
+                kind="input",
+                file=name,
+                line=line,
+            )
+        )
+        return data.decode("utf-8-sig", errors="replace")

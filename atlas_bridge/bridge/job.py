@@ -1,0 +1,206 @@
+"""The PySpark job: the session, partitions computed in parallel, streamed back to the collector."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import os
+import sys
+import threading
+import time
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from atlas_bridge.bridge.extract import extract_partition
+from atlas_bridge.bridge.inputs import partition_units
+from atlas_bridge.bridge.merge import EntityCollector
+from atlas_bridge.bridge.types import Progress, ScanOptions, WorkUnit
+from atlas_bridge.errors import ConfigError
+from atlas_bridge.model import Problem
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+logger = logging.getLogger(__name__)
+
+
+def spark_session(master: str | None = None, *, app_name: str = "atlas-bridge-scan") -> SparkSession:
+    """A session for the scan: ``local[*]`` unless told otherwise; workers use this interpreter."""
+    try:
+        from pyspark.sql import SparkSession
+    except ImportError as e:
+        msg = "the scan runs on PySpark: pip install 'atlas-bridge[spark]' (and Java 17)"
+        raise ConfigError(msg) from e
+
+    master = master or "local[*]"
+    if master.startswith("local"):
+        # A venv's console script may not have its python first on PATH; workers must import atlas_bridge.
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    builder = SparkSession.builder.master(master).appName(app_name)
+    builder = builder.config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
+    session = builder.getOrCreate()
+    session.sparkContext.setLogLevel("WARN")
+    return session
+
+
+def running_session() -> SparkSession | None:
+    """The session this process already runs (notebook, spark-submit, tests): use it, never stop it."""
+    try:
+        from pyspark import SparkContext
+        from pyspark.sql import SparkSession
+    except ImportError:
+        return None
+    if SparkContext._active_spark_context is None:
+        return None
+    return SparkSession.builder.getOrCreate()
+
+
+@dataclasses.dataclass
+class ExtractStats:
+    """What the extraction phase saw, summed over partitions."""
+
+    files: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)
+    problems: list[Problem] = dataclasses.field(default_factory=list)
+    executor_max_rss_kb: int = 0
+    executor_cpu_s: float = 0.0
+    """CPU time the executors' Python workers spent on extraction, summed over partitions."""
+    partitions: int = 0
+    extract_s: float = 0.0
+    merge_s: float = 0.0
+
+    @property
+    def statements(self) -> int:
+        return sum(int(f["statements"]) for f in self.files.values())
+
+    def add(self, header: Mapping[str, Any]) -> None:
+        for name, entry in header["files"].items():
+            old = self.files.get(name)
+            if old is None:
+                self.files[name] = dict(entry)
+                continue
+            old["statements"] += entry["statements"]
+            old["units"] += entry["units"]
+            old["users"] = sorted(set(old["users"]) | set(entry["users"]))
+            for key, pick in (("first_time_ms", min), ("last_time_ms", max)):
+                if key in entry:
+                    old[key] = entry[key] if key not in old else pick(old[key], entry[key])
+        self.problems.extend(Problem.model_validate(p) for p in header["problems"])
+        self.executor_max_rss_kb = max(self.executor_max_rss_kb, int(header.get("max_rss_kb", 0)))
+        self.executor_cpu_s += float(header.get("cpu_s", 0.0))
+
+
+def extract_entities(
+    spark: SparkSession,
+    units: Sequence[WorkUnit],
+    options: ScanOptions,
+    collector: EntityCollector,
+    *,
+    namespace: str,
+    partitions: int | None = None,
+    progress: Progress | None = None,
+) -> ExtractStats:
+    """Extract and convert ``units`` on Spark; fold the results into ``collector`` on the driver.
+
+    Partition results are computed in one parallel job and kept by Spark, then streamed back in partition
+    order (file-name order) into the collector, which keeps only datasets and columns in memory.
+    """
+    from pyspark import StorageLevel
+
+    stats = ExtractStats()
+    if not units:
+        return stats
+    sc = spark.sparkContext
+    if partitions is None:
+        # Enough to balance the cores, and small enough that one partition's result stays small.
+        total = sum(max(u.end - u.start, 1) for u in units)
+        partitions = max(max(1, sc.defaultParallelism) * 4, -(-total // options.partition_bytes))
+    groups = partition_units(units, partitions)
+    stats.partitions = len(groups)
+    logger.info("extracting %d unit(s) in %d partition(s) on %s", len(units), len(groups), sc.master)
+    opts = options
+    ns = namespace
+
+    def run(items: Iterable[list[WorkUnit]]) -> Iterator[tuple[str, str]]:
+        for group in items:
+            yield from extract_partition(group, opts, ns)
+
+    rdd = sc.parallelize(groups, len(groups)).mapPartitions(run).persist(StorageLevel.MEMORY_AND_DISK)
+    try:
+        t0 = time.perf_counter()
+        sc.setJobDescription(f"atlas-bridge scan: extract lineage from {len(units)} input(s)")
+        with _ProgressTracker(spark, len(groups), progress):
+            rdd.count()
+        sc.setJobDescription(None)  # type: ignore[arg-type]  # None clears it
+        stats.extract_s = time.perf_counter() - t0
+
+        t0 = time.perf_counter()
+        done = 0
+        for tag, payload in rdd.toLocalIterator():
+            if tag == "unit":
+                collector.add(json.loads(payload))
+                continue
+            stats.add(json.loads(payload))  # a partition's header comes after its units
+            done += 1
+            if progress is not None:
+                progress("merge", done, len(groups))
+        collector.finish()
+        stats.merge_s = time.perf_counter() - t0
+    finally:
+        rdd.unpersist()
+    counts = collector.counts()
+    logger.info(
+        "extracted %d statement(s) from %d file(s) in %.1fs; merged in %.1fs: %d dataset(s), %d process(es)",
+        stats.statements,
+        len(stats.files),
+        stats.extract_s,
+        stats.merge_s,
+        counts["datasets"],
+        counts["processes"],
+    )
+    return stats
+
+
+class _ProgressTracker:
+    """Polls Spark's status tracker in a thread while a job runs: completed tasks = partitions done."""
+
+    def __init__(self, spark: SparkSession, total: int, progress: Progress | None) -> None:
+        self._sc = spark.sparkContext
+        self._total = total
+        self._progress = progress
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def __enter__(self) -> _ProgressTracker:
+        self._thread = threading.Thread(target=self._poll, name="atlas-bridge-progress", daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+        if self._progress is not None and exc[0] is None:
+            self._progress("extract", self._total, self._total)
+        logger.info("extraction: %d/%d partition(s) done", self._total, self._total)
+
+    def _poll(self) -> None:
+        tracker = self._sc.statusTracker()
+        last_log = time.monotonic()
+        last_done = -1
+        while not self._stop.wait(0.5):
+            done = 0
+            try:
+                for stage_id in tracker.getActiveStageIds():
+                    info = tracker.getStageInfo(stage_id)
+                    if info is not None and info.numTasks == self._total:
+                        done = max(done, info.numCompletedTasks)
+            except Exception:  # the tracker is best effort; a gateway hiccup must not end the scan
+                logger.debug("status tracker failed", exc_info=True)
+                continue
+            if done != last_done and self._progress is not None:
+                self._progress("extract", done, self._total)
+            last_done = done
+            if time.monotonic() - last_log >= 10:
+                logger.info("extraction: %d/%d partition(s) done", done, self._total)
+                last_log = time.monotonic()

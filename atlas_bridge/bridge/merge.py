@@ -1,0 +1,172 @@
+"""Stage 3 (driver): fold the units' entity records: datasets merged in memory, the process tier spilled."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+from collections.abc import Iterable, Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+from atlas_bridge.model import Lineage, Relation
+
+
+class EntityCollector:
+    """Driver side: folds the units' entity records, in unit order, into what is delivered.
+
+    Datasets and columns are merged in memory (one record per qualifiedName: the union of columns, the
+    most specific type, attributes first seen kept); they are as many as the distinct tables and columns,
+    whatever the number of scripts. Process-tier records (processes, column lineage, executions) are
+    final already and go straight to spill files, so the driver's memory does not grow with the number of
+    statements. A process (by qualifiedName) seen in an earlier unit is skipped with everything it owns:
+    the same statement writing the same tables, first occurrence in file order wins.
+    """
+
+    def __init__(self, spill_dir: str | os.PathLike[str]) -> None:
+        self._dir = Path(spill_dir)
+        self._dir.mkdir(parents=True, exist_ok=True)
+        self._datasets: dict[tuple[bool, str], list[Any]] = {}  # key -> [typeName, group, attributes]
+        self._used: set[str] = set()
+        self._kinds: dict[str, str] = {}
+        self._process_relations: dict[str, int] = {}
+        self._loose_relations: set[str] = set()
+        self._groups: set[str] = set()
+        self._spill = [self._dir / "processes.jsonl", self._dir / "details.jsonl"]
+        self._fhs: list[io.TextIOWrapper] | None = [open(p, "w", encoding="utf-8") for p in self._spill]  # noqa: SIM115
+        self._spilled = 0
+        self._dataset_order: list[tuple[bool, str]] | None = None
+
+    def add(self, records: Mapping[str, Any]) -> None:
+        """Fold one unit's records (see :func:`extract_partition`)."""
+        from atlas_bridge.atlas.convert import merge_entity_record, record_key
+
+        if self._fhs is None:
+            msg = "the collector is finished"
+            raise RuntimeError(msg)
+        unused = set(records.get("unused", ()))
+        for rec in records["datasets"]:
+            key = record_key(rec)
+            if not key[0] and rec["qualifiedName"] not in unused:
+                self._used.add(rec["qualifiedName"])
+            old = self._datasets.get(key)
+            if old is None:
+                self._datasets[key] = [rec["typeName"], rec["group"], rec["attributes"]]
+            else:
+                merged = {"typeName": old[0], "attributes": old[2]}
+                merge_entity_record(merged, rec)
+                old[0] = merged["typeName"]
+        procs = records["processes"]
+        groups = {rec["group"] for rec in procs}
+        seen = groups & self._groups
+        self._groups |= groups
+        for rec in procs:
+            if rec["group"] in seen:
+                continue
+            fh = self._fhs[0] if rec["tier"] == 2 else self._fhs[1]
+            fh.write(json.dumps(rec, separators=(",", ":"), ensure_ascii=False) + "\n")
+            self._spilled += 1
+        for ds_id, kind in records.get("kinds", {}).items():
+            old_kind = self._kinds.get(ds_id)
+            if old_kind is None or (kind == "view" and old_kind != "view"):
+                self._kinds[ds_id] = kind  # as merge_lineage: a table seen once as a view is a view
+        for pid in records.get("process_ids", ()):
+            if pid not in self._process_relations:
+                self._process_relations[pid] = int(records.get("relations", {}).get(pid, 0))
+        self._loose_relations.update(records.get("loose_relations", ()))
+
+    def close(self) -> None:
+        """Close the spill files (a run that failed before :meth:`finish`)."""
+        if self._fhs is not None:
+            for fh in self._fhs:
+                fh.close()
+            self._fhs = None
+
+    def finish(self) -> None:
+        """Close the spill files and fix the dataset tier's order (types are final now)."""
+        self.close()
+        if self._dataset_order is None:
+            keep = [k for k, v in self._datasets.items() if v[1] in self._used]
+            self._dataset_order = sorted(keep, key=self._sort_key)
+
+    def _sort_key(self, key: tuple[bool, str]) -> tuple[str, int, str, str]:
+        type_name, group, _ = self._datasets[key]
+        return (group, 0 if key[1] == group else 1, type_name, key[1])
+
+    @property
+    def entities(self) -> int:
+        """Entities to deliver (after :meth:`finish`)."""
+        self.finish()
+        assert self._dataset_order is not None
+        return len(self._dataset_order) + self._spilled
+
+    def batch_count(self, max_entities: int) -> int:
+        return -(-self.entities // max_entities)
+
+    def counts(self) -> dict[str, int]:
+        """Headline numbers for the report, as :func:`lineage_counts` gives them for a merged lineage."""
+        kinds: dict[str, int] = {}
+        for kind in self._kinds.values():
+            kinds[kind] = kinds.get(kind, 0) + 1
+        return {
+            "datasets": len(self._kinds),
+            "tables": kinds.get("table", 0),
+            "views": kinds.get("view", 0),
+            "paths": kinds.get("path", 0),
+            "processes": len(self._process_relations),
+            "column_relations": sum(self._process_relations.values()) + len(self._loose_relations),
+        }
+
+    def records(self) -> Iterator[dict[str, Any]]:
+        """Every record in delivery order: datasets and columns, processes, then column lineage."""
+        from atlas_bridge.atlas.convert import REL_COLUMNS, TYPE_COLUMN
+
+        self.finish()
+        assert self._dataset_order is not None
+        types = self.dataset_types()
+        for key in self._dataset_order:
+            type_name, group, attrs = self._datasets[key]
+            refs = {"table": [types[group], group, REL_COLUMNS]} if type_name == TYPE_COLUMN else {}
+            yield {
+                "tier": 1,
+                "group": group,
+                "typeName": type_name,
+                "qualifiedName": key[1],
+                "attributes": attrs,
+                "refs": refs,
+            }
+        for path in self._spill:
+            with open(path, encoding="utf-8") as fh:
+                for line in fh:
+                    yield json.loads(line)
+
+    def dataset_types(self) -> dict[str, str]:
+        """Final typeName of every dataset, by qualifiedName."""
+        return {k[1]: v[0] for k, v in self._datasets.items() if not k[0]}
+
+    def batches(self, max_entities: int) -> Iterator[dict[str, Any]]:
+        """The bulk bodies, one at a time (see :func:`atlas_bridge.atlas.convert.batches_from_records`)."""
+        from atlas_bridge.atlas.convert import batches_from_records
+
+        return batches_from_records(
+            self.records(), dataset_types=self.dataset_types(), max_entities=max_entities
+        )
+
+
+def distinct_relations(parts: Iterable[Lineage], *, strip_spans: bool = False) -> Iterator[Lineage]:
+    """The parts with every relation an earlier part had already dropped, as they stream by.
+
+    ``merge_lineage`` keeps every relation until the merged lineage is built; dropping repeats on the way
+    keeps the merge as big as the distinct lineage when a statement recurs across an estate, not as big as
+    the estate. ``strip_spans`` first drops relation positions, which keep copies of a statement apart.
+    """
+    seen: set[Relation] = set()  # frozen models hash by value; the set holds the kept objects, no copies
+    for part in parts:
+        fresh: list[Relation] = []
+        for rel in part.relations:
+            if strip_spans and rel.span is not None:
+                rel = rel.model_copy(update={"span": None})
+            if rel not in seen:
+                seen.add(rel)
+                fresh.append(rel)
+        yield part.model_copy(update={"relations": tuple(fresh)})

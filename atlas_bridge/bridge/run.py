@@ -1,0 +1,121 @@
+"""The scan from end to end: inputs, job, merge, delivery, summary."""
+
+from __future__ import annotations
+
+import logging
+import os
+import tempfile
+import time
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from atlas_bridge.bridge.deliver import Delivery, SentState, deliver
+from atlas_bridge.bridge.inputs import discover_inputs, plan_units
+from atlas_bridge.bridge.job import extract_entities, running_session, spark_session
+from atlas_bridge.bridge.merge import EntityCollector
+from atlas_bridge.bridge.summary import ScanSummary
+from atlas_bridge.bridge.types import Progress, ScanOptions
+from atlas_bridge.model import Severity
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+logger = logging.getLogger(__name__)
+
+
+def scan(
+    paths: Sequence[str | os.PathLike[str]],
+    delivery: Delivery,
+    *,
+    namespace: str,
+    spark: SparkSession | None = None,
+    master: str | None = None,
+    options: ScanOptions | None = None,
+    include: Sequence[str] = (),
+    exclude: Sequence[str] = (),
+    state_dir: str | os.PathLike[str] | None = None,
+    resume: bool = True,
+    max_entities: int = 500,
+    partitions: int | None = None,
+    progress: Progress | None = None,
+) -> ScanSummary:
+    """Discover, extract on Spark, merge, convert and deliver; returns the closing report.
+
+    Args:
+        paths: files and directories to scan.
+        delivery: where batches go (see :class:`SinkDelivery`, :class:`ClientDelivery`).
+        namespace: Atlas metadata namespace for qualifiedNames.
+        spark: an existing session (tests, notebooks); else one is started on ``master`` and stopped after.
+        state_dir: where acknowledged batch hashes are kept; None = no resume state.
+        resume: skip batches the state says were acknowledged (False: send all, still record).
+        max_entities: largest batch.
+        progress: ``progress(phase, done, total)``; the library itself only logs.
+    """
+    options = options or ScanOptions()
+    timings: dict[str, float] = {}
+    t0 = time.perf_counter()
+    files, notes = discover_inputs(paths, include=include, exclude=exclude, query_field=options.query_field)
+    for note in notes:
+        logger.info("%s", note)
+    logger.info("found %d input file(s)", len(files))
+    timings["discover"] = time.perf_counter() - t0
+
+    with tempfile.TemporaryDirectory(prefix="atlas-bridge-scan-") as spill:
+        collector = EntityCollector(spill)
+        session = spark if spark is not None else running_session()
+        own_session = session is None
+        if session is None:
+            session = spark_session(master)
+        elif master is not None and session.sparkContext.master != master:
+            logger.warning(
+                "a Spark session on %s is running already; using it, not %s",
+                session.sparkContext.master,
+                master,
+            )
+        try:
+            remote = not (session.sparkContext.master or "local").startswith("local")
+            units = plan_units(files, options, ship_content=remote)
+            stats = extract_entities(
+                session,
+                units,
+                options,
+                collector,
+                namespace=namespace,
+                partitions=partitions,
+                progress=progress,
+            )
+        finally:
+            if own_session:
+                session.stop()
+            collector.close()
+        timings["extract"] = stats.extract_s
+        timings["merge"] = stats.merge_s
+        for p in stats.problems:
+            log = logger.error if p.severity is Severity.ERROR else logger.warning
+            log("%s", p)
+
+        t0 = time.perf_counter()
+        collector.finish()  # conversion itself ran on the executors; batches are rendered as they go out
+        counts = collector.counts()
+        total = collector.batch_count(max_entities)
+        timings["convert"] = time.perf_counter() - t0
+
+        state = (
+            SentState.for_target(state_dir, f"{delivery.target}|{namespace}")
+            if state_dir is not None
+            else None
+        )
+        try:
+            dstats = deliver(
+                collector.batches(max_entities),
+                delivery,
+                state,
+                skip_acknowledged=resume,
+                progress=progress,
+                total=total,
+            )
+        finally:
+            if state is not None:
+                state.close()
+    timings["deliver"] = dstats.deliver_s
+    return ScanSummary(delivery.target, files, notes, stats, counts, dstats, timings)

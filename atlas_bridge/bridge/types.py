@@ -1,0 +1,86 @@
+"""The data handed from stage to stage: input files, work units, options, per-unit results."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from atlas_bridge.model import Lineage, Problem
+
+Progress = Callable[[str, int, int], None]
+"""``progress(phase, done, total)``; phases are ``extract``, ``merge`` and ``deliver``."""
+
+
+class InputKind:
+    """What a discovered file holds."""
+
+    SQL = "sql"
+    SQLFLOW = "sqlflow"
+    QUERY_LOG = "query_log"
+    SCHEMA = "schema"
+    """A sqlglot schema mapping (``{db: {table: {col: type}}}``): not lineage, skipped (use ``--schema``)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class InputFile:
+    """A file to scan. ``name`` is how reports spell it (relative to the working directory if below it)."""
+
+    path: str
+    name: str
+    kind: str
+    size: int
+
+
+@dataclasses.dataclass(frozen=True)
+class ScanOptions:
+    """Everything the executors need, and nothing secret: it is pickled to every task."""
+
+    dialect: str | None = None
+    schema: Mapping[str, Any] | None = None
+    default_db: str | None = None
+    query_field: str | None = None
+    user_field: str | None = None
+    time_field: str | None = None
+    chunk_bytes: int = 8 * 1024 * 1024
+    """Query logs larger than this are cut into line-aligned byte ranges of about this size."""
+    partition_bytes: int = 1024 * 1024
+    """Input bytes per Spark partition (at least 4 partitions per core are used)."""
+    end_to_end: bool = True
+    """Collapse each statement's intermediate resultsets on the executor (what Atlas receives anyway)
+    before converting; the relation counts of the report are of the collapsed lineage."""
+
+
+@dataclasses.dataclass(frozen=True)
+class WorkUnit:
+    """A file, or a byte range ``[start, end)`` of a query log, for one executor task."""
+
+    file: InputFile
+    start: int = 0
+    end: int = -1
+    content: bytes | None = None
+    """The bytes themselves when executors cannot read the driver's files (a remote master)."""
+
+
+@dataclasses.dataclass
+class UnitResult:
+    """What one work unit yielded."""
+
+    file: str
+    kind: str
+    lineage: Lineage
+    statements: int = 0
+    problems: list[Problem] = dataclasses.field(default_factory=list)
+    users: set[str] = dataclasses.field(default_factory=set)
+    first_time_ms: int | None = None
+    last_time_ms: int | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class LogRecord:
+    """One query of a query log, with the file line it starts on."""
+
+    line: int
+    query: str
+    user: str | None = None
+    time_ms: int | None = None
