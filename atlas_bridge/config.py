@@ -18,7 +18,7 @@ from typing import Annotated, Any
 from urllib.parse import unquote
 
 import javaproperties
-from pydantic import Field, SecretStr, field_validator, model_validator
+from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
 from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings, NoDecode, PydanticBaseSettingsSource, SettingsConfigDict
 
@@ -48,6 +48,9 @@ PROPERTY_KEYS: dict[str, str] = {
     "atlas.enableTLS": "enable_tls",
     _HOOK + "numRetries": "retries",
     _HOOK + "backoffSecs": "backoff_s",
+    _HOOK + "requestDeadlineSecs": "request_deadline_s",
+    _HOOK + "retryAfterCapSecs": "retry_after_cap_s",
+    _HOOK + "giveUpAfterSecs": "give_up_after_s",
     _HOOK + "verifyTLS": "verify_tls",
     _HOOK + "caBundle": "ca_bundle",
     _HOOK + "outputDir": "output_dir",
@@ -175,6 +178,13 @@ class Settings(BaseSettings):
     """Atlas's own client default (``atlas.client.readTimeoutMSecs`` = 60000)."""
     retries: int = Field(default=5, ge=0)
     backoff_s: float = Field(default=0.5, ge=0)
+    request_deadline_s: float = Field(default=90.0, gt=0)
+    """Longest time one request may take, headers and body (a read timeout alone bounds each read only)."""
+    retry_after_cap_s: float = Field(default=30.0, ge=0)
+    """Longest wait obeyed from a 429/503 ``Retry-After``."""
+    give_up_after_s: float = Field(default=120.0, gt=0)
+    """Longest time spent on one call, retries included, before Atlas is declared not answering: from then
+    on a run keeps its batches on disk (``push`` sends them later) instead of waiting for Atlas again."""
     enable_tls: bool = False
     """Use https for addresses given without a scheme (``atlas.enableTLS``)."""
     verify_tls: bool = True
@@ -215,8 +225,14 @@ class Settings(BaseSettings):
         """``http://user:pw@host`` -> basic auth fields, so the password never shows in an address."""
         cleaned: list[str] = []
         for address in self.rest_address:
-            scheme, sep, rest = address.rpartition("://")
+            scheme, sep, rest = address.partition("://") if "://" in address else ("", "", address)
             authority, slash, path = rest.partition("/")
+            if "@" in rest and "@" not in authority:
+                # An unquoted '/' in the password: the userinfo ends at the last '@'.
+                userinfo_part, _, after = rest.rpartition("@")
+                authority, slash, path = f"{userinfo_part}@{after.partition('/')[0]}", "/", ""
+                path = after.partition("/")[2]
+                slash = "/" if path else ""
             if "@" in authority:
                 userinfo, _, host = authority.rpartition("@")
                 user, _, password = userinfo.partition(":")
@@ -259,11 +275,18 @@ class Settings(BaseSettings):
         with _using_properties(Path(properties_file) if properties_file is not None else None):
             try:
                 return cls(**given)
+            except ValidationError as e:
+                # Never pydantic's own text: it quotes the input (input_value=...), which may hold a
+                # password (an address with credentials, a list given where a string was expected).
+                problems = "; ".join(
+                    f"{'.'.join(str(x) for x in err['loc']) or 'settings'}: {err['msg']}"
+                    for err in e.errors(include_input=False, include_url=False)
+                )
+                msg = f"invalid atlas-bridge settings: {problems}"
+                raise ConfigError(msg) from None
             except ValueError as e:
-                # pydantic's message names fields and bad values; a password is a SecretStr and so is
-                # never echoed, but keep only the first line per error to stay short.
-                msg = f"invalid atlas-bridge settings: {e}"
-                raise ConfigError(msg) from e
+                msg = f"invalid atlas-bridge settings: {e.__class__.__name__}"
+                raise ConfigError(msg) from None
 
     @property
     def atlas_configured(self) -> bool:

@@ -104,4 +104,24 @@ class AtlasConflictError(AtlasError):
 
 
 class AtlasUnavailableError(AtlasError):
-    """Atlas could not be reached, or kept failing after every retry."""
+    """Atlas could not be reached, or kept failing after every retry.
+
+    Attributes:
+        attempts: how many attempts were made (0 when unknown).
+        elapsed_s: seconds spent on them.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        status_code: int | None = None,
+        error_code: str | None = None,
+        url: str | None = None,
+        body: str | None = None,
+        attempts: int = 0,
+        elapsed_s: float = 0.0,
+    ) -> None:
+        super().__init__(message, status_code=status_code, error_code=error_code, url=url, body=body)
+        self.attempts = attempts
+        self.elapsed_s = elapsed_s

@@ -12,10 +12,9 @@ import requests
 import responses
 from apache_atlas.model.misc import SearchFilter
 from atlas_stub import AtlasStub
-from urllib3.response import HTTPResponse
 
 from atlas_bridge import __version__
-from atlas_bridge.atlas.client import AtlasClient
+from atlas_bridge.atlas.client import AtlasClient, RetryPolicy
 from atlas_bridge.atlas.sink import AtlasSink
 from atlas_bridge.config import Settings
 from atlas_bridge.errors import (
@@ -80,18 +79,23 @@ def test_retries_exhausted_gives_unavailable_with_data(atlas_stub: AtlasStub) ->
     assert len(atlas_stub.received) == 3
 
 
-def test_retry_policy_honours_retry_after(monkeypatch: pytest.MonkeyPatch) -> None:
-    """responses does not sleep between retries, so check the policy itself with a fake clock."""
+def test_retry_after_is_obeyed_up_to_the_cap(atlas_stub: AtlasStub) -> None:
+    """``Retry-After`` is honoured, but 3600 s is not: the wait is capped (the client's sleep is recorded)."""
+    client = AtlasClient(atlas_stub.base_url, backoff=0, policy=RetryPolicy(retry_after_cap_s=30))
     slept: list[float] = []
-    monkeypatch.setattr("urllib3.util.retry.time.sleep", slept.append)
-    client = AtlasClient("http://atlas.test:21000", backoff=0)
-    response = HTTPResponse(status=503, headers={"Retry-After": "7"})
-    assert client.retry.is_retry("POST", 503, has_retry_after=True)
-    client.retry.sleep(response)
-    assert slept == [7.0]
-    assert client.retry.is_retry("GET", 429)
-    assert client.retry.is_retry("DELETE", 500)
-    assert not client.retry.is_retry("GET", 404)
+    client._sleep = slept.append
+    atlas_stub.fail_next(503, times=1, headers={"Retry-After": "7"})
+    atlas_stub.fail_next(429, times=1, headers={"Retry-After": "3600"})
+    atlas_stub.fail_next(429, times=1, headers={"Retry-After": "Wed, 21 Oct 2099 07:28:00 GMT"})
+    client.get_typedef_headers()
+    assert slept == [7.0, 30.0, 30.0]
+
+
+def test_retry_policy_backoff_doubles_and_is_capped() -> None:
+    policy = RetryPolicy(backoff_s=0.5, retry_after_cap_s=3)
+    assert [policy.wait(n, None) for n in (1, 2, 3, 4)] == [0.5, 1.0, 2.0, 3.0]
+    assert policy.wait(1, 2.5) == 2.5
+    assert policy.wait(1, 1e9) == 3
 
 
 def test_connection_refused_ends_in_clear_error(atlas_stub: AtlasStub) -> None:

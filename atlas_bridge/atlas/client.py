@@ -19,10 +19,17 @@ Passwords never reach a log line or an error message.
 
 from __future__ import annotations
 
+import base64
+import contextlib
+import email.utils
 import json
 import logging
 import re
-from collections.abc import Mapping, Sequence
+import socket
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, urljoin, urlsplit, urlunsplit
 
@@ -32,6 +39,8 @@ from apache_atlas.client.lineage import LineageClient
 from apache_atlas.client.typedef import TypeDefClient
 from pydantic import SecretStr
 from requests.adapters import HTTPAdapter
+from urllib3.connection import HTTPConnection, HTTPSConnection
+from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
 from urllib3.util.retry import Retry
 
 from atlas_bridge import __version__
@@ -69,33 +78,88 @@ ENTITY_BULK_PATH = _api_path(EntityClient.ENTITY_BULK_API)  # api/atlas/v2/entit
 LINEAGE_PATH = _api_path(LineageClient.LINEAGE_URI)  # api/atlas/v2/lineage
 
 
-class _TimeoutAdapter(HTTPAdapter):
-    """An adapter that puts a timeout on every request, also those made by ``apache_atlas`` code."""
+class _Watch:
+    """The connections one request uses, so a watchdog can cut them when the request's deadline passes.
 
-    def __init__(self, timeout: tuple[float, float], **kwargs: Any) -> None:
-        self._timeout = timeout
-        super().__init__(**kwargs)
-
-    def send(self, request: requests.PreparedRequest, *args: Any, **kwargs: Any) -> requests.Response:
-        if kwargs.get("timeout") is None:
-            kwargs["timeout"] = self._timeout
-        return super().send(request, *args, **kwargs)
-
-
-def make_retry(retries: int, backoff: float) -> Retry:
-    """The retry policy: connection errors, 429 and 5xx, with backoff, honouring ``Retry-After``.
-
-    ``raise_on_status=False`` hands the last response back so it is mapped to a typed error with Atlas's
-    ``errorCode``. POST is retried: ``entity/bulk`` is an upsert keyed on qualifiedName. A retried typedef
-    POST that had in fact been applied answers 409, which typedef registration handles by diffing first.
+    A read timeout bounds each ``recv``, not the request: a server trickling a byte every few seconds
+    would hold a request for ever. Shutting the socket down from the timer thread ends the blocked read.
     """
-    return Retry(
-        total=retries,
-        connect=retries,
-        read=retries,
-        status=retries,
+
+    def __init__(self) -> None:
+        self.connections: list[Any] = []
+        self.expired = False
+        self._lock = threading.Lock()
+
+    def add(self, conn: Any) -> None:
+        with self._lock:
+            self.connections.append(conn)
+            expired = self.expired
+        if expired:
+            _cut(conn)
+
+    def expire(self) -> None:
+        with self._lock:
+            self.expired = True
+            connections = list(self.connections)
+        for conn in connections:
+            _cut(conn)
+
+
+def _cut(conn: Any) -> None:
+    sock = getattr(conn, "sock", None)
+    if sock is not None:
+        with contextlib.suppress(OSError):
+            sock.shutdown(socket.SHUT_RDWR)
+
+
+_current = threading.local()
+
+
+def _watch_connection(conn: Any) -> None:
+    watch = getattr(_current, "watch", None)
+    if watch is not None:
+        watch.add(conn)
+
+
+class _WatchedHTTPConnection(HTTPConnection):
+    def request(self, *args: Any, **kwargs: Any) -> None:
+        _watch_connection(self)
+        super().request(*args, **kwargs)
+
+
+class _WatchedHTTPSConnection(HTTPSConnection):
+    def request(self, *args: Any, **kwargs: Any) -> None:
+        _watch_connection(self)
+        super().request(*args, **kwargs)
+
+
+class _WatchedHTTPPool(HTTPConnectionPool):
+    ConnectionCls = _WatchedHTTPConnection
+
+
+class _WatchedHTTPSPool(HTTPSConnectionPool):
+    ConnectionCls = _WatchedHTTPSConnection
+
+
+class _CappedRetry(Retry):
+    """urllib3's policy with ``Retry-After`` capped, for ``apache_atlas`` calls made on our session."""
+
+    cap_s: float = 30.0
+
+    def get_retry_after(self, response: Any) -> float | None:
+        value = super().get_retry_after(response)
+        return None if value is None else min(value, self.cap_s)
+
+
+def make_retry(policy: RetryPolicy) -> Retry:
+    """urllib3 retries for requests that ``apache_atlas`` code makes on our session (ours retry in
+    :meth:`AtlasClient._request_once`, under one deadline)."""
+    capped: type[Retry] = type("_CappedRetry", (_CappedRetry,), {"cap_s": policy.retry_after_cap_s})
+    return capped(
+        total=policy.retries,
         other=0,
-        backoff_factor=backoff,
+        backoff_factor=policy.backoff_s,
+        backoff_max=policy.retry_after_cap_s,
         status_forcelist=RETRY_STATUSES,
         allowed_methods=frozenset({"GET", "PUT", "POST", "DELETE"}),
         respect_retry_after_header=True,
@@ -104,27 +168,133 @@ def make_retry(retries: int, backoff: float) -> Retry:
     )
 
 
+_NO_RETRY = Retry(0, read=False, redirect=False, raise_on_status=False)
+
+
+class _DeadlineAdapter(HTTPAdapter):
+    """Watchable connections; no retries for the client's own calls (its loop retries, under a deadline),
+    urllib3's capped policy for calls ``apache_atlas`` code makes on the same session."""
+
+    def __init__(self, timeout: tuple[float, float], retry: Retry) -> None:
+        self._timeout = timeout
+        self._retry = retry
+        super().__init__()
+
+    @property  # type: ignore[override]
+    def max_retries(self) -> Retry:
+        return _NO_RETRY if getattr(_current, "watch", None) is not None else self._retry
+
+    @max_retries.setter
+    def max_retries(self, value: Any) -> None:
+        """``HTTPAdapter.__init__`` sets its own default; the property above decides."""
+
+    def init_poolmanager(self, *args: Any, **kwargs: Any) -> None:
+        super().init_poolmanager(*args, **kwargs)
+        self.poolmanager.pool_classes_by_scheme = {"http": _WatchedHTTPPool, "https": _WatchedHTTPSPool}
+
+    def send(self, request: requests.PreparedRequest, *args: Any, **kwargs: Any) -> requests.Response:
+        if kwargs.get("timeout") is None:  # requests made by apache_atlas code get a timeout too
+            kwargs["timeout"] = self._timeout
+        return super().send(request, *args, **kwargs)
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """How long one call may take in all, and how its attempts are spaced.
+
+    ``give_up_after_s`` bounds a call whatever the server does (refusing, failing, trickling, silent);
+    ``deadline_s`` bounds one attempt, headers and body included; ``Retry-After`` is obeyed up to
+    ``retry_after_cap_s``.
+    """
+
+    retries: int = 5
+    backoff_s: float = 0.5
+    deadline_s: float = 90.0
+    retry_after_cap_s: float = 30.0
+    give_up_after_s: float = 120.0
+
+    def wait(self, attempt: int, retry_after: float | None) -> float:
+        """Seconds to wait before attempt ``attempt + 1`` (exponential backoff, or a capped Retry-After)."""
+        wait = self.backoff_s * (2 ** (attempt - 1))
+        return float(min(max(wait, retry_after or 0.0), self.retry_after_cap_s))
+
+
+def _retry_after(response: requests.Response) -> float | None:
+    value = response.headers.get("Retry-After")
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        try:
+            when = email.utils.parsedate_to_datetime(value)
+        except (TypeError, ValueError):
+            return None
+        return max(0.0, when.timestamp() - time.time())
+
+
+class _Retryable(Exception):
+    """One attempt failed in a way another attempt may not (internal)."""
+
+    def __init__(self, error: AtlasUnavailableError, retry_after: float | None = None) -> None:
+        super().__init__(str(error))
+        self.error = error
+        self.retry_after = retry_after
+
+
 def _split_credentials(url: str) -> tuple[str, str | None, str | None]:
     """``https://u:p@h/x`` -> (``https://h/x``, u, p): credentials never stay in a URL we log or raise."""
-    parts = urlsplit(url.strip())
-    if not parts.scheme or not parts.hostname:
-        msg = f"Atlas address must be an http(s) URL, got {_redact_userinfo(url)!r}"
+    shown = _redact_userinfo(url)
+    try:
+        parts = urlsplit(url.strip())
+        hostname, port = parts.hostname, parts.port  # .port raises ValueError on a bad port
+    except ValueError as e:
+        # urllib's own message may quote the part it choked on (a password with '/' reads as the port).
+        msg = f"Atlas address is not a valid URL: {shown!r} (check the host, the port and brackets of IPv6)"
+        raise ConfigError(msg) from None if "@" in url else e
+    if not parts.scheme or not hostname:
+        msg = f"Atlas address must be an http(s) URL, got {shown!r}"
         raise ConfigError(msg)
     if parts.scheme not in ("http", "https"):
         msg = f"Atlas address must use http or https, got {parts.scheme!r}"
         raise ConfigError(msg)
     user = parts.username
     password = parts.password
-    netloc = parts.hostname if ":" not in parts.hostname else f"[{parts.hostname}]"
-    if parts.port is not None:
-        netloc += f":{parts.port}"
+    netloc = hostname if ":" not in hostname else f"[{hostname}]"
+    if port is not None:
+        netloc += f":{port}"
     clean = urlunsplit((parts.scheme, netloc, parts.path.rstrip("/"), "", ""))
     return clean, user, password
 
 
 def _redact_userinfo(url: str) -> str:
-    """Hide anything before an ``@`` in the authority part, with or without a scheme."""
-    return re.sub(r"^([A-Za-z][A-Za-z0-9+.-]*://)?[^/@]*@", r"\1***@", url.strip())
+    """Hide everything up to the last ``@``: a password may hold ``/`` or ``@`` unquoted."""
+    return re.sub(r"^([A-Za-z][A-Za-z0-9+.-]*://)?.*@", r"\1***@", url.strip(), flags=re.DOTALL)
+
+
+_AUTH_VALUE = re.compile(r"\b(Basic|Bearer|Negotiate|Digest)\s+[A-Za-z0-9+/=._~-]+", re.IGNORECASE)
+_AUTH_HEADER = re.compile(r"((?:Proxy-)?Authorization|Cookie|Set-Cookie)(\W{1,3})[^\r\n,;}]*", re.IGNORECASE)
+_USERINFO = re.compile(r"(?<=://)[^/@\s]+@")
+
+
+def scrub(text: str, username: str | None = None, secret: str | None = None) -> str:
+    """Remove credentials from text that came from elsewhere (a server's error page, a proxy's echo).
+
+    Our own messages never hold a secret; this is for what Atlas or a proxy sends back. Auth header values
+    of every scheme and URL userinfo go, and the password in any form we can recognise (plain, URL-quoted,
+    inside base64 ``user:password``) but only as a whole token: blanking every occurrence of a short
+    password inside other words would reveal it.
+    """
+    text = _AUTH_HEADER.sub(r"\1\2***", text)
+    text = _AUTH_VALUE.sub(r"\1 ***", text)
+    text = _USERINFO.sub("***@", text)
+    if secret:
+        forms = {secret, quote(secret, safe=""), quote(secret)}
+        if username is not None:
+            forms.add(base64.b64encode(f"{username}:{secret}".encode()).decode("ascii"))
+        for form in sorted(forms, key=len, reverse=True):
+            text = re.sub(r"(?<![A-Za-z0-9])" + re.escape(form) + r"(?![A-Za-z0-9])", "***", text)
+    return text
 
 
 class AtlasClient:
@@ -136,8 +306,9 @@ class AtlasClient:
         auth: any ``requests`` auth object (e.g. ``requests_kerberos.HTTPKerberosAuth()``) or a tuple.
         username, password: basic auth, when ``auth`` is not given.
         timeout: ``(connect, read)`` seconds, applied to every request.
-        retries: retries per address for connection errors, 429 and 5xx.
-        backoff: urllib3 backoff factor in seconds (0 in tests).
+        retries: retries per address for transport errors, timeouts, 429 and 5xx.
+        backoff: first wait between attempts in seconds, doubling (0 in tests).
+        policy: deadlines and the Retry-After cap (:class:`RetryPolicy`); ``retries``/``backoff`` win.
         verify: TLS verification: True, False, or a CA bundle path.
         session: a session to use (its auth/TLS settings are kept unless given here).
     """
@@ -154,6 +325,7 @@ class AtlasClient:
         backoff: float = 0.5,
         verify: bool | str = True,
         session: requests.Session | None = None,
+        policy: RetryPolicy | None = None,
     ) -> None:
         urls = [base_url] if isinstance(base_url, str) else list(base_url)
         if not urls:
@@ -169,7 +341,15 @@ class AtlasClient:
             username, password = str(auth[0]), str(auth[1])  # a (user, password) tuple is basic auth
         self._active = 0
         self.timeout = (float(timeout[0]), float(timeout[1]))
-        self.retry = make_retry(retries, backoff)
+        base = policy or RetryPolicy()
+        self.policy = RetryPolicy(
+            retries=retries,
+            backoff_s=backoff,
+            deadline_s=base.deadline_s,
+            retry_after_cap_s=base.retry_after_cap_s,
+            give_up_after_s=base.give_up_after_s,
+        )
+        self._sleep: Callable[[float], None] = time.sleep
         self.username = username
         secret = password.get_secret_value() if isinstance(password, SecretStr) else password
         # Kept only to scrub it from bodies we quote in errors; never logged or formatted.
@@ -182,9 +362,13 @@ class AtlasClient:
             self.session.auth = requests.auth.HTTPBasicAuth(username, secret or "")
         if session is None or verify is not True:
             self.session.verify = verify
+        # Passed with every request too: a session's verify loses to REQUESTS_CA_BUNDLE / CURL_CA_BUNDLE.
+        self.verify: bool | str = (
+            self.session.verify if isinstance(self.session.verify, (bool, str)) else True
+        )
         self.session.headers["User-Agent"] = USER_AGENT
         self.session.headers["Accept"] = "application/json"
-        adapter = _TimeoutAdapter(self.timeout, max_retries=self.retry)
+        adapter = _DeadlineAdapter(self.timeout, make_retry(self.policy))
         self.session.mount("http://", adapter)
         self.session.mount("https://", adapter)
 
@@ -217,6 +401,11 @@ class AtlasClient:
             retries=settings.retries,
             backoff=settings.backoff_s,
             verify=verify,
+            policy=RetryPolicy(
+                deadline_s=settings.request_deadline_s,
+                retry_after_cap_s=settings.retry_after_cap_s,
+                give_up_after_s=settings.give_up_after_s,
+            ),
         )
 
     @classmethod
@@ -339,59 +528,105 @@ class AtlasClient:
         params: Mapping[str, str] | None = None,
         body: Mapping[str, Any] | None = None,
     ) -> Any:
-        """One call, failing over across the addresses on :class:`AtlasUnavailableError`.
+        """One call: rounds over the addresses (HA failover), retried under one deadline.
+
+        Each round tries every address once, the last good one first; a round that found none answering
+        is followed by a wait (backoff, or a capped ``Retry-After``) and another round, until ``retries``
+        rounds are spent or ``give_up_after_s`` has passed: then :class:`AtlasUnavailableError` says so.
 
         A passive HA instance redirects to the active one (302, or 307 for writes). requests would drop
         the Authorization header on that cross-host hop, so redirects are not followed blindly: one that
         points at another configured address moves the call there; any other is an error.
         """
         data = json.dumps(body, separators=(",", ":")).encode("utf-8") if body is not None else None
-        last: AtlasError | None = None
+        policy = self.policy
+        started = time.monotonic()
+        give_up_at = started + policy.give_up_after_s
         n = len(self.base_urls)
-        order = [(self._active + step) % n for step in range(n)]
-        tried: set[int] = set()
-        while order:
-            index = order.pop(0)
-            if index in tried:
-                continue
-            tried.add(index)
-            try:
-                result = self._request_once(self.base_urls[index], method, path, params, data)
-            except _PeerRedirect as r:
-                logger.info("Atlas at %s is not active; it redirects to %s", self.base_urls[index], r.target)
-                order.insert(0, r.index)
-                last = r
-                continue
-            except AtlasUnavailableError as e:
-                last = e
-                if n > 1:
-                    logger.warning(
-                        "Atlas at %s unavailable (%s); trying the next address", e.url, e.status_code
+        attempt = 0
+        while True:
+            attempt += 1
+            last: _Retryable | None = None
+            redirected: _PeerRedirect | None = None
+            order = [(self._active + step) % n for step in range(n)]
+            tried: set[int] = set()
+            while order:
+                index = order.pop(0)
+                if index in tried:
+                    continue
+                tried.add(index)
+                try:
+                    result = self._attempt(self.base_urls[index], method, path, params, data, give_up_at)
+                except _PeerRedirect as r:
+                    logger.info(
+                        "Atlas at %s is not active; it redirects to %s", self.base_urls[index], r.target
                     )
-                continue
-            if index != self._active:
-                logger.info("failed over to Atlas at %s", self.base_urls[index])
-                self._active = index
-            return result
-        assert last is not None
-        if n > 1 or isinstance(last, _PeerRedirect):
-            msg = f"no Atlas address answered ({len(tried)} tried); last: {last}"
-            raise AtlasUnavailableError(
-                msg, status_code=last.status_code, error_code=last.error_code, url=last.url, body=last.body
-            ) from last
-        raise last
+                    order.insert(0, r.index)
+                    redirected = r
+                    continue
+                except _Retryable as r:
+                    last = r
+                    if n > 1:
+                        logger.warning(
+                            "Atlas at %s unavailable (%s); trying the next address", r.error.url, r
+                        )
+                    continue
+                if index != self._active:
+                    logger.info("failed over to Atlas at %s", self.base_urls[index])
+                    self._active = index
+                return result
+            if last is None:
+                assert redirected is not None
+                msg = f"no Atlas address answered ({len(tried)} tried); last: {redirected}"
+                raise AtlasUnavailableError(msg, status_code=redirected.status_code, url=redirected.url)
+            remaining = give_up_at - time.monotonic()
+            if attempt > policy.retries or remaining <= 0:
+                raise self._gave_up(last, attempt, time.monotonic() - started, n, len(tried), remaining)
+            wait = min(policy.wait(attempt, last.retry_after), max(0.0, remaining))
+            logger.debug("attempt %d of %s %s failed (%s); next in %.1fs", attempt, method, path, last, wait)
+            if wait > 0:
+                self._sleep(wait)
 
-    def _request_once(
+    def _gave_up(
+        self, last: _Retryable, attempts: int, elapsed: float, n: int, tried: int, remaining: float
+    ) -> AtlasUnavailableError:
+        err = last.error
+        if remaining <= 0 and attempts <= self.policy.retries:
+            reason = f"gave up after {elapsed:.0f}s, give_up_after_s={self.policy.give_up_after_s:g}"
+        else:
+            reason = f"after {attempts - 1} retries, {elapsed:.0f}s"
+        msg = f"{err} ({reason})"
+        if n > 1:
+            msg = f"no Atlas address answered ({tried} tried); last: {msg}"
+        return AtlasUnavailableError(
+            msg,
+            status_code=err.status_code,
+            error_code=err.error_code,
+            url=err.url,
+            body=err.body,
+            attempts=attempts,
+            elapsed_s=elapsed,
+        )
+
+    def _attempt(
         self,
         base: str,
         method: str,
         path: str,
         params: Mapping[str, str] | None,
         data: bytes | None,
+        give_up_at: float,
     ) -> Any:
         url = f"{base}/{path}"
         headers = {"Content-Type": "application/json"} if data is not None else None
         logger.debug("%s %s (%d bytes)", method, url, len(data) if data else 0)
+        budget = max(0.001, min(self.policy.deadline_s, give_up_at - time.monotonic()))
+        timeout = (min(self.timeout[0], budget), min(self.timeout[1], budget))
+        watch = _Watch()
+        timer = threading.Timer(budget, watch.expire)
+        timer.daemon = True
+        _current.watch = watch
+        timer.start()
         try:
             response = self.session.request(
                 method,
@@ -399,34 +634,59 @@ class AtlasClient:
                 params=params,
                 data=data,
                 headers=headers,
-                timeout=self.timeout,
+                timeout=timeout,
                 allow_redirects=False,
+                verify=self.verify,
+                stream=True,
             )
-        except requests.Timeout as e:
-            msg = (
-                f"Atlas at {base} timed out on {method} {path}"
-                f" (timeouts: {self.timeout[0]}s connect, {self.timeout[1]}s read)"
-            )
-            raise AtlasUnavailableError(msg, url=url) from e
-        except requests.ConnectionError as e:
-            msg = f"cannot reach Atlas at {base} ({method} {path}): {self._reason(e)}"
-            raise AtlasUnavailableError(msg, url=url) from e
+            try:
+                content = response.content  # read under the same watchdog as the headers
+            finally:
+                response.close()
+        except (
+            requests.Timeout,
+            requests.ConnectionError,
+            requests.exceptions.ChunkedEncodingError,
+            requests.exceptions.ContentDecodingError,
+        ) as e:
+            if watch.expired:
+                msg = (
+                    f"Atlas at {base} did not answer {method} {path} within {budget:.0f}s"
+                    f" (deadline per request)"
+                )
+            elif isinstance(e, requests.Timeout):
+                msg = (
+                    f"Atlas at {base} timed out on {method} {path}"
+                    f" (timeouts: {timeout[0]:g}s connect, {timeout[1]:g}s read)"
+                )
+            else:
+                msg = f"cannot reach Atlas at {base} ({method} {path}): {self._reason(e)}"
+            raise _Retryable(AtlasUnavailableError(msg, url=url)) from e
         except requests.RequestException as e:
             msg = f"request to Atlas at {base} failed ({method} {path}): {e.__class__.__name__}"
             raise AtlasError(msg, url=url) from e
-        if 200 <= response.status_code < 300:
-            if not response.content:
+        finally:
+            timer.cancel()
+            _current.watch = None
+        status = response.status_code
+        if 200 <= status < 300:
+            if not content:
                 return {}
             try:
-                return response.json()
+                return json.loads(content)
             except ValueError as e:
-                msg = f"Atlas answered {method} {path} with non-JSON (HTTP {response.status_code})"
-                raise AtlasError(
-                    msg, status_code=response.status_code, url=url, body=self._excerpt(response.text)
-                ) from e
-        if 300 <= response.status_code < 400 and response.headers.get("Location"):
+                # A cut-off or garbled body: the request may or may not have been applied; entity upserts
+                # and typedef registration are safe to repeat, so it is retried like a dropped connection.
+                msg = f"Atlas answered {method} {path} with an incomplete or non-JSON body (HTTP {status})"
+                body = self._excerpt(content.decode("utf-8", "replace"))
+                raise _Retryable(AtlasUnavailableError(msg, status_code=status, url=url, body=body)) from e
+        response._content = content
+        if 300 <= status < 400 and response.headers.get("Location"):
             raise self._redirect(method, path, url, response)
-        raise self._error(method, path, url, response)
+        error = self._error(method, path, url, response)
+        if isinstance(error, AtlasUnavailableError):
+            raise _Retryable(error, _retry_after(response))
+        raise error
 
     def _redirect(self, method: str, path: str, url: str, response: requests.Response) -> AtlasError:
         target = urljoin(url, response.headers["Location"])
@@ -442,15 +702,13 @@ class AtlasClient:
         return AtlasError(msg, status_code=response.status_code, url=url)
 
     def _reason(self, exc: Exception) -> str:
-        text = str(exc)
-        if self._secret:
-            text = text.replace(self._secret, "***")
-        return text[:300]
+        return self._scrub(str(exc))[:300]
 
     def _excerpt(self, text: str) -> str:
-        if self._secret:
-            text = text.replace(self._secret, "***")
-        return text[:_BODY_EXCERPT]
+        return self._scrub(text)[:_BODY_EXCERPT]
+
+    def _scrub(self, text: str) -> str:
+        return scrub(text, self.username, self._secret)
 
     def _error(self, method: str, path: str, url: str, response: requests.Response) -> AtlasError:
         status = response.status_code
@@ -486,7 +744,6 @@ class AtlasClient:
         if status == 409:
             return AtlasConflictError(msg, **kwargs)
         if status in RETRY_STATUSES:
-            msg += f" (after {self.retry.total} retries)"
             return AtlasUnavailableError(msg, **kwargs)
         return AtlasError(msg, **kwargs)
 

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-from atlas_bridge.errors import AtlasError, AtlasUnavailableError, ConfigError
+from atlas_bridge.errors import AtlasAuthError, AtlasError, AtlasUnavailableError, ConfigError
 
 if TYPE_CHECKING:
     from atlas_bridge.atlas.client import AtlasClient
@@ -148,20 +148,48 @@ class NoopSink:
 class FileSink:
     """Writes each batch as the exact request body, numbered, plus a manifest that orders them.
 
-    Numbering continues after the batches a folder already holds, so a long-running hook appends.
+    Numbering continues after the batches a folder already holds, so a long-running hook appends; with
+    ``fresh=True`` the batches a previous run listed in the manifest are removed first (a scan's folder
+    holds that scan's batches only). Files the manifest does not list are not ours: they are never
+    listed, replaced or deleted, only reported in :attr:`foreign` (and their names are not reused).
     Only the batch is written: nothing from the settings (no address, user or password) ever is.
     """
 
-    def __init__(self, directory: str | os.PathLike[str]) -> None:
+    def __init__(self, directory: str | os.PathLike[str], *, fresh: bool = False) -> None:
         self.directory = Path(directory)
         self.directory.mkdir(parents=True, exist_ok=True)
         self.files: list[Path] = []
-        self._entries = _read_manifest(self.directory)
+        manifest = self.directory / MANIFEST
+        self._entries = _read_manifest(self.directory) if manifest.is_file() else []
+        if fresh and self._entries:
+            for entry in self._entries:
+                (self.directory / entry["file"]).unlink(missing_ok=True)
+            logger.info(
+                "replaced %d batch file(s) of a previous run in %s", len(self._entries), self.directory
+            )
+            self._entries = []
+            manifest.unlink(missing_ok=True)
+            (self.directory / PUSH_STATE).unlink(missing_ok=True)
+        listed = {e["file"] for e in self._entries}
+        self.foreign = sorted(
+            p.name
+            for p in self.directory.glob("*-entities.json")
+            if _BATCH_RE.match(p.name) and p.name not in listed
+        )
+        if self.foreign:
+            logger.warning(
+                "%s holds %d batch-like file(s) atlas-bridge did not write; left alone: %s",
+                self.directory,
+                len(self.foreign),
+                ", ".join(self.foreign[:5]),
+            )
 
     def emit(self, batch: dict[str, Any]) -> None:
         _check_batch(batch)
         text = dumps_batch(batch)
         number = max((_number(e["file"]) for e in self._entries), default=0) + 1
+        while f"{number:04d}-entities.json" in self.foreign:
+            number += 1
         name = f"{number:04d}-entities.json"
         path = self.directory / name
         _atomic_write(path, text)
@@ -194,21 +222,29 @@ class AtlasSink:
         self.client = client
         self.spool_dir = Path(spool_dir) if spool_dir is not None else None
         self.report = PushReport()
+        self.refused: AtlasAuthError | None = None
 
     def emit(self, batch: dict[str, Any]) -> None:
         _check_batch(batch)
-        if self.spool_pending():
+        if self.refused is None and self.spool_pending():
             try:
                 self.flush_spool()
-            except AtlasUnavailableError:
+            except (AtlasUnavailableError, AtlasAuthError) as e:
+                if isinstance(e, AtlasAuthError):
+                    self.refused = e
                 self._spool(batch)
                 return
+        if self.refused is not None and self.spool_dir is not None:
+            self._spool(batch)  # the login was refused once: never again in this sink's life
+            return
         try:
             response = self.client.post_entities(batch)
-        except AtlasUnavailableError as e:
+        except (AtlasUnavailableError, AtlasAuthError) as e:
             if self.spool_dir is None:
                 raise
-            logger.warning("Atlas unavailable; batch kept in %s: %s", self.spool_dir, e)
+            if isinstance(e, AtlasAuthError):
+                self.refused = e
+            logger.warning("Atlas did not take the batch; kept in %s: %s", self.spool_dir, e)
             self._spool(batch)
             return
         self.report.add_response(batch, response)
@@ -237,10 +273,10 @@ class AtlasSink:
 
     def close(self) -> None:
         """Try the spool once more; whatever still cannot be sent stays on disk."""
-        if self.spool_pending():
+        if self.refused is None and self.spool_pending():
             try:
                 self.flush_spool()
-            except AtlasUnavailableError as e:
+            except (AtlasUnavailableError, AtlasAuthError) as e:
                 logger.warning(
                     "Atlas still unavailable; %d batches stay in %s: %s",
                     self.spool_pending(),
@@ -273,7 +309,8 @@ def push_directory(
 
     Each acknowledged batch is recorded (by file name and content hash, per Atlas address) before the
     next is sent. A batch Atlas rejects is reported in ``failures`` and the push goes on; when Atlas
-    becomes unreachable the push stops with :class:`AtlasUnavailableError` and a re-run resumes there.
+    becomes unreachable, or refuses the login, the push stops (:class:`AtlasUnavailableError`,
+    :class:`AtlasAuthError`) and a re-run resumes there.
     """
     folder = Path(directory)
     if not folder.is_dir():
@@ -297,8 +334,8 @@ def push_directory(
             batch = json.loads(text)
             try:
                 response = client.post_entities(batch)
-            except AtlasUnavailableError:
-                raise  # Atlas is gone: stop here; a re-run resumes from this batch
+            except (AtlasUnavailableError, AtlasAuthError):
+                raise  # Atlas is gone, or refuses the login (never retried: it can lock the account)
             except AtlasError as e:
                 logger.error("%s: Atlas refused the batch: %s", path, e)
                 report.failures.append(f"{entry['file']}: {e}")
@@ -310,6 +347,18 @@ def push_directory(
             progress(i, total)
     logger.info("pushed %s: %s", folder, report.summary())
     return report
+
+
+def pending_batches(directory: str | os.PathLike[str], base_url: str | None = None) -> list[dict[str, Any]]:
+    """The manifest entries a push to ``base_url`` would send (all of them when it is None)."""
+    folder = Path(directory)
+    sent = _read_state(folder).get(base_url, {}) if base_url else {}
+    out = []
+    for entry in _read_manifest(folder):
+        path = folder / entry["file"]
+        if sent.get(entry["file"]) != _sha256(path.read_text(encoding="utf-8")):
+            out.append(entry)
+    return out
 
 
 def _number(name: str) -> int:

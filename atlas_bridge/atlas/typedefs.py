@@ -24,7 +24,7 @@ from typing import Any, Protocol
 
 from pydantic import BaseModel, ConfigDict
 
-from atlas_bridge.errors import TypedefError
+from atlas_bridge.errors import AtlasConflictError, TypedefError
 
 logger = logging.getLogger(__name__)
 
@@ -331,7 +331,16 @@ def register_typedefs(client: AtlasTypedefClient, ours: dict[str, Any] | None = 
     plan = plan_typedef_changes(existing, ours)
     if plan.create:
         logger.info("creating typedefs: %s", ", ".join(plan.created_names))
-        client.create_typedefs(plan.create)
+        try:
+            client.create_typedefs(plan.create)
+        except AtlasConflictError as e:
+            # A POST Atlas applied but answered with an error (a 5xx, a cut connection) is retried and
+            # then meets its own types: ATLAS-409-00-001 "already exists". Read again and carry on.
+            logger.info("typedefs exist already (%s); reading them again", e.error_code or "HTTP 409")
+            existing = client.get_all_typedefs()
+            plan = plan_typedef_changes(existing, ours)
+            if plan.create:
+                client.create_typedefs(plan.create)
     if plan.update:
         logger.info("updating typedefs: %s", ", ".join(plan.updated_names))
         client.update_typedefs(plan.update)

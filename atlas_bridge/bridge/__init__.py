@@ -38,12 +38,14 @@ Stages, one module each (data between them: :mod:`atlas_bridge.bridge.types`):
 from __future__ import annotations
 
 from atlas_bridge.bridge.deliver import (
+    AtlasDelivery,
     ClientDelivery,
     Delivery,
     DeliveryStats,
     SentState,
     SinkDelivery,
     batch_hash,
+    check_resume_state,
     deliver,
 )
 from atlas_bridge.bridge.extract import count_statements, dialect_hint, extract_partition, extract_unit
@@ -63,7 +65,7 @@ from atlas_bridge.bridge.job import ExtractStats, extract_entities, spark_sessio
 from atlas_bridge.bridge.merge import EntityCollector, distinct_relations
 from atlas_bridge.bridge.querylog import read_query_log
 from atlas_bridge.bridge.run import scan
-from atlas_bridge.bridge.summary import ScanSummary, lineage_counts, write_summary
+from atlas_bridge.bridge.summary import ScanSummary, lineage_counts, push_command, write_summary
 from atlas_bridge.bridge.types import (
     InputFile,
     InputKind,
@@ -81,6 +83,7 @@ __all__ = [
     "SQL_SUFFIXES",
     "TIME_FIELDS",
     "USER_FIELDS",
+    "AtlasDelivery",
     "ClientDelivery",
     "Delivery",
     "DeliveryStats",
@@ -97,6 +100,7 @@ __all__ = [
     "UnitResult",
     "WorkUnit",
     "batch_hash",
+    "check_resume_state",
     "classify_file",
     "count_statements",
     "deliver",
@@ -109,6 +113,7 @@ __all__ = [
     "lineage_counts",
     "partition_units",
     "plan_units",
+    "push_command",
     "read_query_log",
     "scan",
     "spark_session",

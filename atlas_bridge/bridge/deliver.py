@@ -9,12 +9,12 @@ import json
 import logging
 import os
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
 from atlas_bridge.bridge.types import Progress
-from atlas_bridge.errors import AtlasBridgeError, AtlasUnavailableError
+from atlas_bridge.errors import AtlasAuthError, AtlasBridgeError, AtlasError, AtlasUnavailableError
 
 logger = logging.getLogger(__name__)
 
@@ -76,6 +76,81 @@ class ClientDelivery:
             close()
 
 
+class AtlasDelivery:
+    """Delivery to Atlas that never loses a batch: what Atlas does not acknowledge is kept as files.
+
+    The first time Atlas cannot be reached (the client gave up within its bounded time) or refuses the
+    login, the delivery stops talking to Atlas for the rest of the run: that batch and every later one are
+    written to ``unsent_dir`` as a folder ``atlas-bridge push`` replays (typedefs first, in order). A login
+    is never retried batch after batch, which could lock the account. A batch Atlas refuses for its content
+    is an error of that batch only.
+    """
+
+    def __init__(self, client: Any, target: str, unsent_dir: str | os.PathLike[str]) -> None:
+        self.client = client
+        self.target = target
+        self.unsent_dir = Path(unsent_dir)
+        self.down: AtlasError | None = None
+        """Why Atlas is no longer tried in this run (None while it answers)."""
+        self.last_probe: dict[str, str] | None = None
+        self._unsent: Any = None
+
+    def send(self, batch: dict[str, Any]) -> tuple[int, int] | None:
+        if self.down is not None:
+            raise self.down
+        try:
+            response = self.client.post_entities(batch)
+        except (AtlasUnavailableError, AtlasAuthError) as e:
+            self.down = e
+            raise
+        response = response if isinstance(response, Mapping) else {}
+        self.last_probe = _probe(batch, response)
+        return _mutations(response)
+
+    def keep(self, batch: dict[str, Any]) -> None:
+        """Write a batch that was not acknowledged to ``unsent_dir`` (replayable with ``push``)."""
+        if self._unsent is None:
+            from atlas_bridge.atlas.sink import FileSink
+
+            self._unsent = FileSink(self.unsent_dir)
+        self._unsent.emit(batch)
+
+    @property
+    def kept(self) -> int:
+        return len(self._unsent.files) if self._unsent is not None else 0
+
+    def verify(self, probe: Mapping[str, Any]) -> str | None:
+        """None when the entity a recorded acknowledgement points at is still in Atlas, else why not."""
+        from atlas_bridge.errors import AtlasNotFoundError
+
+        try:
+            found = self.client.get_entity_by_guid(str(probe["guid"]))
+        except AtlasNotFoundError:
+            what = f"{probe.get('typeName')} {probe.get('qualifiedName')!r}"
+            return f"{what} (guid {probe['guid']}) is not in Atlas"
+        entity = found.get("entity") or {}
+        qualified_name = (entity.get("attributes") or {}).get("qualifiedName")
+        if entity.get("status", "ACTIVE") != "ACTIVE" or qualified_name != probe.get("qualifiedName"):
+            return f"guid {probe['guid']} is no longer {probe.get('typeName')} {probe.get('qualifiedName')!r}"
+        return None
+
+    def close(self) -> None:
+        close = getattr(self.client, "close", None)
+        if callable(close):
+            close()
+
+
+def _probe(batch: Mapping[str, Any], response: Mapping[str, Any]) -> dict[str, str] | None:
+    """One entity of an acknowledged batch, with the guid Atlas gave it: later runs check it still exists."""
+    assigned = response.get("guidAssignments") or {}
+    for entity in batch.get("entities") or []:
+        guid = assigned.get(entity.get("guid")) or None
+        qualified_name = (entity.get("attributes") or {}).get("qualifiedName")
+        if guid and isinstance(qualified_name, str):
+            return {"guid": guid, "typeName": str(entity.get("typeName")), "qualifiedName": qualified_name}
+    return None
+
+
 def batch_hash(batch: Mapping[str, Any]) -> str:
     """Content hash of a batch: same bytes, same hash (keys sorted, no whitespace)."""
     data = json.dumps(batch, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
@@ -93,6 +168,7 @@ class SentState:
     def __init__(self, path: Path) -> None:
         self.path = path
         self._sent: set[str] = set()
+        self.probes: list[dict[str, Any]] = []
         if path.exists():
             with open(path, encoding="utf-8") as fh:
                 for line in fh:
@@ -102,6 +178,8 @@ class SentState:
                         continue
                     if isinstance(entry, dict) and isinstance(entry.get("hash"), str):
                         self._sent.add(entry["hash"])
+                        if isinstance(entry.get("probe"), dict) and "guid" in entry["probe"]:
+                            self.probes.append(entry["probe"])
         self._fh: io.TextIOWrapper | None = None
 
     @classmethod
@@ -115,11 +193,15 @@ class SentState:
     def __len__(self) -> int:
         return len(self._sent)
 
-    def record(self, digest: str, entities: int) -> None:
+    def record(self, digest: str, entities: int, probe: Mapping[str, Any] | None = None) -> None:
         if self._fh is None:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self._fh = open(self.path, "a", encoding="utf-8")  # noqa: SIM115 - kept open across batches
-        self._fh.write(json.dumps({"hash": digest, "entities": entities, "at": int(time.time())}) + "\n")
+        entry: dict[str, Any] = {"hash": digest, "entities": entities, "at": int(time.time())}
+        if probe:
+            entry["probe"] = dict(probe)
+            self.probes.append(entry["probe"])
+        self._fh.write(json.dumps(entry, sort_keys=True) + "\n")
         self._fh.flush()
         os.fsync(self._fh.fileno())
         self._sent.add(digest)
@@ -129,18 +211,44 @@ class SentState:
             self._fh.close()
             self._fh = None
 
+    def sample(self, k: int = 3) -> list[dict[str, Any]]:
+        """Up to ``k`` probes spread over the recorded batches (first, middle, last...)."""
+        if len(self.probes) <= k:
+            return list(self.probes)
+        step = (len(self.probes) - 1) / (k - 1)
+        return [self.probes[round(i * step)] for i in range(k)]
+
+    def forget(self) -> None:
+        """Drop every acknowledgement: the next delivery sends everything."""
+        self.close()
+        self.path.unlink(missing_ok=True)
+        self._sent.clear()
+        self.probes.clear()
+
     def compact(self, keep: Iterable[str]) -> None:
         """Rewrite the file with only ``keep`` (this run's batches, all acknowledged), so it stays small."""
         self.close()
         wanted = [h for h in dict.fromkeys(keep) if h in self._sent]
+        probes: dict[str, Any] = {}
+        if self.path.exists():
+            with open(self.path, encoding="utf-8") as fh:
+                for line in fh:
+                    try:
+                        entry = json.loads(line)
+                    except ValueError:
+                        continue
+                    if isinstance(entry, dict) and entry.get("probe"):
+                        probes[str(entry.get("hash"))] = entry["probe"]
         tmp = self.path.with_suffix(".jsonl.tmp")
         with open(tmp, "w", encoding="utf-8") as fh:
             for digest in wanted:
-                fh.write(json.dumps({"hash": digest}) + "\n")
+                entry = {"hash": digest, "probe": probes[digest]} if digest in probes else {"hash": digest}
+                fh.write(json.dumps(entry, sort_keys=True) + "\n")
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, self.path)
         self._sent = set(wanted)
+        self.probes = [probes[h] for h in wanted if h in probes]
 
 
 @dataclasses.dataclass
@@ -156,8 +264,42 @@ class DeliveryStats:
     unchanged: int = 0
     written: int = 0
     """Entities written to files (no Atlas answer to count created / updated from)."""
+    kept: int = 0
+    """Batches not acknowledged by Atlas and written to ``kept_dir`` instead (``push`` sends them)."""
+    kept_dir: str | None = None
+    resume_reset: str | None = None
+    """Why the resume state was dropped before this delivery (it did not match Atlas), if it was."""
     errors: list[str] = dataclasses.field(default_factory=list)
     deliver_s: float = 0.0
+
+
+def check_resume_state(state: SentState, delivery: Any) -> str | None:
+    """Trust acknowledgements only while Atlas still holds what they point at; else forget them.
+
+    A sample of recorded entities (first, middle, last batch) is looked up by the guid Atlas gave them.
+    An emptied, restored or rebuilt Atlas at the same address fails the check, and the whole run is sent
+    again. When Atlas cannot be asked (down), the state is kept: nothing is sent in that run anyway.
+    Returns why the state was dropped, or None.
+    """
+    verify = getattr(delivery, "verify", None)
+    if not len(state) or not callable(verify):
+        return None
+    probes = state.sample()
+    try:
+        problems = [r for r in (verify(p) for p in probes) if r]
+    except AtlasUnavailableError as e:
+        logger.warning("cannot check the resume state against Atlas: %s", e)
+        return None
+    except AtlasError as e:
+        problems = [str(e)]
+    if not probes:
+        problems = ["the state records no entity to check it by (written by an older version)"]
+    if not problems:
+        return None
+    reason = f"resume state does not match Atlas ({problems[0]}); sending every batch again"
+    logger.warning("%s", reason)
+    state.forget()
+    return reason
 
 
 def _batch_entity_count(batch: Mapping[str, Any]) -> int:
@@ -179,14 +321,18 @@ def deliver(
     skip_acknowledged: bool = True,
     progress: Progress | None = None,
     total: int | None = None,
+    keep: Callable[[dict[str, Any]], None] | None = None,
 ) -> DeliveryStats:
     """Send ``batches`` in order, skipping those ``state`` says were acknowledged, recording each new ack.
 
     ``batches`` may be a generator (one body in memory at a time); then ``total`` says how many it yields.
 
-    A batch Atlas rejects is an error and the next batch is tried (batches stand alone); when Atlas cannot
-    be reached at all the delivery stops there, and the next run resumes from the first unacknowledged batch.
+    A batch Atlas rejects is an error and the next batch is tried (batches stand alone). When Atlas cannot
+    be reached at all, or refuses the login, nothing more is sent: with ``keep``, that batch and every later
+    one are handed to it (written to disk for ``push``); without, the delivery stops there and the next run
+    resumes from the first unacknowledged batch.
     """
+    stopped = False
     if total is None:
         batches = batches if isinstance(batches, Sequence) else list(batches)
         total = len(batches)
@@ -202,13 +348,23 @@ def deliver(
         if skip_acknowledged and state is not None and digest in state:
             stats.skipped += 1
             stats.unchanged += count
+        elif keep is not None and stopped:
+            keep(batch)
+            stats.kept += 1
         else:
             try:
                 response = delivery.send(batch)
-            except AtlasUnavailableError as e:
-                stats.errors.append(f"batch {index}/{total}: {e}; stopped, re-run to resume")
-                logger.error("delivery stopped at batch %d/%d: %s", index, total, e)
-                break
+            except (AtlasUnavailableError, AtlasAuthError) as e:
+                if keep is None:
+                    stats.errors.append(f"batch {index}/{total}: {e}; stopped, re-run to resume")
+                    logger.error("delivery stopped at batch %d/%d: %s", index, total, e)
+                    break
+                stopped = True
+                stats.errors.append(f"batch {index}/{total}: {e}; this and later batches kept on disk")
+                logger.error("Atlas not usable from batch %d/%d on: %s", index, total, e)
+                keep(batch)
+                stats.kept += 1
+                continue
             except AtlasBridgeError as e:
                 stats.errors.append(f"batch {index}/{total}: {e}")
                 logger.error("batch %d/%d refused: %s", index, total, e)
@@ -222,7 +378,7 @@ def deliver(
                 stats.updated += updated
                 stats.unchanged += max(0, count - created - updated)
             if state is not None:
-                state.record(digest, count)
+                state.record(digest, count, getattr(delivery, "last_probe", None))
         if progress is not None:
             progress("deliver", index, total)
         if time.monotonic() - last_log >= 10:

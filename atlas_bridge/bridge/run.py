@@ -9,7 +9,7 @@ import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from atlas_bridge.bridge.deliver import Delivery, SentState, deliver
+from atlas_bridge.bridge.deliver import Delivery, SentState, check_resume_state, deliver
 from atlas_bridge.bridge.inputs import discover_inputs, plan_units
 from atlas_bridge.bridge.job import extract_entities, running_session, spark_session
 from atlas_bridge.bridge.merge import EntityCollector
@@ -105,6 +105,8 @@ def scan(
             if state_dir is not None
             else None
         )
+        reset = check_resume_state(state, delivery) if state is not None and resume else None
+        keep = getattr(delivery, "keep", None)
         try:
             dstats = deliver(
                 collector.batches(max_entities),
@@ -113,9 +115,13 @@ def scan(
                 skip_acknowledged=resume,
                 progress=progress,
                 total=total,
+                keep=keep if callable(keep) else None,
             )
         finally:
             if state is not None:
                 state.close()
     timings["deliver"] = dstats.deliver_s
+    dstats.resume_reset = reset
+    if dstats.kept:
+        dstats.kept_dir = str(getattr(delivery, "unsent_dir", ""))
     return ScanSummary(delivery.target, files, notes, stats, counts, dstats, timings)

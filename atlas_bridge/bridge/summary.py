@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import shlex
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -61,7 +62,14 @@ class ScanSummary:
             "statements": self.extract.statements,
             "lineage": self.lineage_counts,
             "processes": self.lineage_counts.get("processes", 0),
-            "batches": {"total": d.batches, "sent": d.sent, "skipped_already_acknowledged": d.skipped},
+            "batches": {
+                "total": d.batches,
+                "sent": d.sent,
+                "skipped_already_acknowledged": d.skipped,
+                "kept_unsent": d.kept,
+            },
+            "unsent": {"folder": d.kept_dir, "push": push_command(d.kept_dir)} if d.kept else None,
+            "resume_reset": d.resume_reset,
             "entities": {
                 "total": d.entities,
                 "created": d.created,
@@ -91,6 +99,10 @@ class ScanSummary:
             lines.append(f"entities:   {d.entities} ({d.written} written to files)")
         else:
             lines.append(f"entities:   {d.created} created, {d.updated} updated, {d.unchanged} unchanged")
+        if d.resume_reset:
+            lines.append(f"resume:     {d.resume_reset}")
+        if d.kept:
+            lines.append(f"unsent:     {d.kept} batch(es) Atlas did not acknowledge are kept in {d.kept_dir}")
         errors = s["errors"]
         lines.append(
             f"errors:     {len(errors)}" + (f", warnings: {len(s['warnings'])}" if s["warnings"] else "")
@@ -100,6 +112,11 @@ class ScanSummary:
         if len(errors) > max_lines:
             lines.append(f"  ... and {len(errors) - max_lines} more (see summary.json)")
         return "\n".join(lines)
+
+
+def push_command(folder: str | None) -> str:
+    """The command that finishes a delivery that could not reach Atlas."""
+    return f"atlas-bridge push {shlex.quote(folder or '.')}"
 
 
 def _file_entry(entry: Mapping[str, Any]) -> dict[str, Any]:

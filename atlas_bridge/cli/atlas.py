@@ -173,20 +173,52 @@ def typedefs_export(output: str) -> None:
 @click.command("push")
 @click.argument("directory", type=click.Path(exists=True, file_okay=False, path_type=Path))
 @atlas_options
+@click.option(
+    "--skip-typedefs", is_flag=True, help="Do not register (create or update) our typedefs before sending."
+)
+@click.option("--dry-run", is_flag=True, help="List what would be sent; contact nothing.")
 @click.option("--no-progress", is_flag=True, help="No progress bar.")
 def push(
-    directory: Path, atlas_url: str | None, config_file: Path | None, user: str | None, no_progress: bool
+    directory: Path,
+    atlas_url: str | None,
+    config_file: Path | None,
+    user: str | None,
+    skip_typedefs: bool,
+    dry_run: bool,
+    no_progress: bool,
 ) -> None:
-    """Send a folder of request bodies (written by the file sink / --dry-run) to Atlas, in order.
+    """Send a folder of request bodies (written by ``scan --to DIR``, by a scan's ``unsent/`` folder or
+    by the hook's spool) to Atlas, in order, after registering our typedefs.
 
-    What Atlas acknowledged is recorded in the folder, so re-running after a failure resumes there.
+    What Atlas acknowledged is recorded in the folder, so re-running after a failure resumes there. The
+    push stops at the first refused login (it would lock the account) and when Atlas stops answering.
     """
     from tqdm import tqdm
     from tqdm.contrib.logging import logging_redirect_tqdm
 
-    from atlas_bridge.atlas.sink import push_directory
+    from atlas_bridge.atlas.sink import pending_batches, push_directory
+    from atlas_bridge.atlas.typedefs import register_typedefs
 
-    client = make_client(load_settings(config_file, atlas_url, user))
+    settings = load_settings(config_file, atlas_url, user)
+    if dry_run:
+        try:
+            pending = pending_batches(directory, settings.base_urls[0] if settings.atlas_configured else None)
+        except ConfigError as e:
+            raise click.UsageError(str(e)) from e
+        entities = sum(int(e.get("entities") or 0) for e in pending)
+        click.echo(f"would send {len(pending)} batch(es), {entities} entities, from {directory}")
+        for entry in pending:
+            click.echo(f"  {entry['file']}")
+        return
+    client = make_client(settings)
+    if not skip_typedefs:
+        try:
+            plan = register_typedefs(client)
+        except (AtlasError, TypedefError) as e:
+            raise _fail(e) from e
+        summary = plan.summary()
+        if plan.has_changes:
+            click.echo(f"typedefs: created {len(summary['create'])}, updated {len(summary['update'])}")
     with (
         tqdm(disable=True if no_progress else None, unit="batch", desc="push") as bar,
         logging_redirect_tqdm(),

@@ -13,7 +13,7 @@ from typing import Any
 
 import click
 
-from atlas_bridge.errors import AtlasBridgeError, ConfigError
+from atlas_bridge.errors import AtlasAuthError, AtlasBridgeError, AtlasUnavailableError, ConfigError
 
 logger = logging.getLogger(__name__)
 
@@ -169,6 +169,11 @@ def scan_command(
     path = bridge.write_summary(summary, report_dir)
     click.echo(summary.render())
     click.echo(f"summary:    {path}")
+    if summary.delivery.kept:
+        click.echo(
+            f"{summary.delivery.kept} batch(es) not delivered are kept in {summary.delivery.kept_dir};"
+            f" finish with: {bridge.push_command(summary.delivery.kept_dir)}"
+        )
     if summary.failed(fail_on):
         sys.exit(1)
 
@@ -197,36 +202,29 @@ def _prepare(
     report_dir = out_dir if out_dir is not None else settings.output_dir
     if to_atlas:
         from atlas_bridge.atlas.client import AtlasClient
-        from atlas_bridge.atlas.sink import AtlasSink
+        from atlas_bridge.atlas.sink import MANIFEST, FileSink
         from atlas_bridge.atlas.typedefs import register_typedefs
 
         client = AtlasClient.from_settings(settings)
-        logger.info("typedefs: %s", register_typedefs(client))
-        # No spool: the scan's resume state is what makes an interrupted delivery restart where it stopped.
-        delivery: Any = bridge.SinkDelivery(
-            AtlasSink(client, spool_dir=None), "atlas:" + ",".join(settings.base_urls)
-        )
+        unsent = Path(report_dir) / "unsent"
+        if (unsent / MANIFEST).is_file():
+            FileSink(unsent, fresh=True)  # last run's unsent batches: this run sends or keeps them again
+        # The resume state makes an interrupted delivery restart where it stopped; what Atlas does not
+        # acknowledge in this run is kept in `unsent` for `atlas-bridge push`.
+        delivery: Any = bridge.AtlasDelivery(client, "atlas:" + ",".join(settings.base_urls), unsent)
+        try:
+            logger.info("typedefs: %s", register_typedefs(client).summary())
+        except (AtlasUnavailableError, AtlasAuthError) as e:
+            logger.error("cannot register typedefs: %s", e)
+            delivery.down = e  # nothing is sent; every batch is kept for `push`
     else:
-        from atlas_bridge.atlas.sink import make_sink
+        from atlas_bridge.atlas.sink import FileSink, make_sink
 
-        _clear_previous_batches(Path(settings.output_dir))
         target = f"files:{Path(settings.output_dir).resolve()}"
-        delivery = bridge.SinkDelivery(make_sink(settings), target)
+        # A scan's folder holds this scan's batches only: the same input then gives the same files.
+        sink = make_sink(settings) if settings.disabled else FileSink(settings.output_dir, fresh=True)
+        delivery = bridge.SinkDelivery(sink, target)
     return settings, delivery, Path(report_dir)
-
-
-def _clear_previous_batches(folder: Path) -> None:
-    """A scan's folder holds this scan's batches only: the same input then gives the same files."""
-    from atlas_bridge.atlas.sink import MANIFEST
-
-    manifest = folder / MANIFEST
-    if not manifest.is_file():
-        return
-    old = sorted(folder.glob("[0-9][0-9][0-9][0-9]*-entities.json"))
-    for path in old:
-        path.unlink()
-    manifest.unlink()
-    logger.info("replaced %d batch file(s) of a previous run in %s", len(old), folder)
 
 
 def _load_schema(schema_file: Path | None, paths: tuple[Path, ...]) -> dict[str, Any] | None:

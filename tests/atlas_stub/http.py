@@ -1,0 +1,243 @@
+"""The stub behind a real HTTP server on 127.0.0.1, with faults a network and a sick Atlas produce.
+
+``responses`` only replaces ``requests``'s adapter: it cannot cut a connection halfway, trickle a body or
+never answer. This server can. Every request goes through the same :class:`AtlasStub` rules; faults are
+queued (optionally for one path) or drawn at random with a fixed seed:
+
+* ``status``: answer with an HTTP status (5xx, 401, 429 + ``Retry-After``...), the stub untouched;
+* ``applied_status``: apply the request to the stub, then answer an error status anyway;
+* ``reset``: close the connection without answering (RST);
+* ``truncate``: apply the request, send the headers and half the body, close;
+* ``trickle``: answer one byte every ``interval_s`` seconds;
+* ``silent``: read the request and never answer (until the server stops);
+* ``echo_auth``: a proxy error page that quotes the request's Authorization header.
+
+Only loopback; every handler ends when the server stops, and no wait is longer than ``max_hold_s``.
+"""
+
+from __future__ import annotations
+
+import random
+import socket
+import ssl
+import struct
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import requests
+
+from atlas_stub.server import AtlasStub
+
+FAULT_KINDS = ("status", "applied_status", "reset", "truncate", "trickle", "silent", "echo_auth")
+
+
+@dataclass
+class Fault:
+    kind: str
+    status: int = 503
+    headers: dict[str, str] = field(default_factory=dict)
+    body: str = "Service Unavailable"
+    path_contains: str | None = None
+    method: str | None = None
+    after: int = 0
+    """Let this many matching requests through first (a fault midway)."""
+    times: int | None = 1
+    """How many requests it hits; None: every matching request until cleared."""
+    interval_s: float = 0.5
+
+
+@dataclass
+class _Request:
+    """What the stub's callback reads of a ``requests.PreparedRequest``."""
+
+    method: str
+    url: str
+    headers: dict[str, str]
+    body: bytes | None
+
+
+class FaultServer:
+    """``with FaultServer() as srv:`` -> ``srv.url`` is an Atlas at ``http://127.0.0.1:<port>``."""
+
+    def __init__(
+        self,
+        stub: AtlasStub | None = None,
+        *,
+        tls: ssl.SSLContext | None = None,
+        max_hold_s: float = 20.0,
+    ) -> None:
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
+        self._server.daemon_threads = True
+        if tls is not None:
+            self._server.socket = tls.wrap_socket(self._server.socket, server_side=True)
+        self._server.fault_server = self  # type: ignore[attr-defined]
+        self.port = self._server.server_address[1]
+        self.url = f"{'https' if tls else 'http'}://127.0.0.1:{self.port}"
+        self.stub = stub if stub is not None else AtlasStub(self.url)
+        self.faults: list[Fault] = []
+        self.random_rate = 0.0
+        self.random_kinds: tuple[str, ...] = ("status", "applied_status", "reset", "truncate")
+        self._rng = random.Random(0)
+        self.max_hold_s = max_hold_s
+        self.stopping = threading.Event()
+        self.lock = threading.Lock()
+        self.stub_lock = threading.Lock()
+        self.log: list[tuple[str, str, str]] = []
+        """(method, path, outcome) per request: ``ok``, or the fault kind."""
+        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05})
+        self._thread.daemon = True
+
+    def reset_atlas(self) -> AtlasStub:
+        """An emptied Atlas at the same address (a rebuilt or restored server)."""
+        with self.lock:
+            self.stub = AtlasStub(self.url)
+        return self.stub
+
+    def add(self, fault: Fault) -> None:
+        with self.lock:
+            self.faults.append(fault)
+
+    def random_faults(self, rate: float, *, seed: int = 0, kinds: tuple[str, ...] | None = None) -> None:
+        with self.lock:
+            self.random_rate = rate
+            self._rng = random.Random(seed)
+            if kinds is not None:
+                self.random_kinds = kinds
+
+    def clear(self) -> None:
+        with self.lock:
+            self.faults.clear()
+            self.random_rate = 0.0
+
+    def take_fault(self, method: str, path: str) -> Fault | None:
+        with self.lock:
+            for f in self.faults:
+                if (f.path_contains is None or f.path_contains in path) and f.method in (None, method):
+                    if f.after > 0:
+                        f.after -= 1
+                        continue
+                    if f.times is not None:
+                        f.times -= 1
+                        if f.times <= 0:
+                            self.faults.remove(f)
+                    return f
+            if self.random_rate and self._rng.random() < self.random_rate:
+                kind = self._rng.choice(self.random_kinds)
+                return Fault(kind, status=self._rng.choice((500, 502, 503, 504)))
+        return None
+
+    def start(self) -> FaultServer:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self.stopping.set()
+        self._server.shutdown()
+        self._server.server_close()
+        self._thread.join(timeout=5)
+
+    def __enter__(self) -> FaultServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server_version = "AtlasStub/1"
+
+    def log_message(self, format: str, *args: Any) -> None:
+        return None
+
+    def _serve(self) -> None:
+        srv: FaultServer = self.server.fault_server  # type: ignore[attr-defined]
+        length = int(self.headers.get("Content-Length") or 0)
+        body = self.rfile.read(length) if length else None
+        host = srv.url
+        req = _Request(self.command, host + self.path, dict(self.headers.items()), body)
+        path = self.path.split("?", 1)[0]
+        fault = srv.take_fault(self.command, path)
+        kind = fault.kind if fault else "ok"
+        with srv.lock:
+            srv.log.append((self.command, path, kind))
+        if fault is not None and fault.kind == "reset":
+            self._reset()
+            return
+        if fault is not None and fault.kind == "silent":
+            srv.stopping.wait(srv.max_hold_s)
+            self._reset()
+            return
+        if fault is not None and fault.kind == "status":
+            self._send(fault.status, {"Content-Type": "text/plain", **fault.headers}, fault.body.encode())
+            return
+        if fault is not None and fault.kind == "echo_auth":
+            page = f"Proxy error 502 for {self.command} {self.path}. Request headers: "
+            page += "; ".join(f"{k}: {v}" for k, v in self.headers.items())
+            self._send(502, {"Content-Type": "text/plain"}, page.encode())
+            return
+        try:
+            with srv.stub_lock:
+                status, headers, text = srv.stub._wrap(self.command)(req)
+        except requests.ConnectionError:
+            self._reset()
+            return
+        payload = text.encode("utf-8") if isinstance(text, str) else bytes(text)
+        if fault is not None and fault.kind == "applied_status":
+            self._send(fault.status, {"Content-Type": "text/plain"}, fault.body.encode())
+            return
+        if fault is not None and fault.kind == "truncate":
+            self.send_response(status)
+            for k, v in headers.items():
+                self.send_header(k, v)
+            self.send_header("Content-Length", str(len(payload) + 10))
+            self.end_headers()
+            self.wfile.write(payload[: len(payload) // 2])
+            self.wfile.flush()
+            self._reset()
+            return
+        if fault is not None and fault.kind == "trickle":
+            head = f"HTTP/1.1 {status} OK\r\nContent-Type: application/json\r\n"
+            head += f"Content-Length: {len(payload)}\r\n\r\n"
+            deadline = time.monotonic() + srv.max_hold_s
+            for byte in head.encode() + payload:
+                if srv.stopping.wait(fault.interval_s) or time.monotonic() > deadline:
+                    break
+                try:
+                    self.wfile.write(bytes([byte]))
+                    self.wfile.flush()
+                except OSError:
+                    break
+            self._reset()
+            return
+        self._send(status, headers, payload)
+
+    def _send(self, status: int, headers: dict[str, str], payload: bytes) -> None:
+        self.send_response(status)
+        for k, v in headers.items():
+            self.send_header(k, v)
+        self.send_header("Content-Length", str(len(payload)))
+        self.end_headers()
+        self.wfile.write(payload)
+
+    def _reset(self) -> None:
+        """Close with RST (SO_LINGER 0), as a crashed server or a proxy timeout does."""
+        self.close_connection = True
+        try:
+            self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            self.connection.close()
+        except OSError:
+            pass
+
+    do_GET = do_POST = do_PUT = do_DELETE = _serve
+
+
+@contextmanager
+def fault_server(**kwargs: Any) -> Iterator[FaultServer]:
+    with FaultServer(**kwargs) as srv:
+        yield srv
