@@ -55,6 +55,7 @@ PROPERTY_KEYS: dict[str, str] = {
     _HOOK + "caBundle": "ca_bundle",
     _HOOK + "outputDir": "output_dir",
     _HOOK + "spoolDir": "spool_dir",
+    _HOOK + "closeTimeoutSecs": "close_timeout_s",
     _HOOK + "disabled": "disabled",
     _HOOK + "queueSize": "queue_size",
     _HOOK + "synchronous": "synchronous",
@@ -198,6 +199,8 @@ class Settings(BaseSettings):
     """Hook switch: install nothing and emit nothing."""
     queue_size: int = Field(default=1000, ge=1)
     """Hook: bounded queue between Spark's listener bus and the sending thread."""
+    close_timeout_s: float = Field(default=5.0, ge=0)
+    """Hook: the most a job's end waits for Atlas; what is not delivered by then goes to the spool."""
     synchronous: bool = False
     """Hook: send from the callback thread instead of the background worker (tests, debugging)."""
 

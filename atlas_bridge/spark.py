@@ -61,6 +61,10 @@ _handles: dict[str, SparkHookHandle] = {}
 _handles_lock = threading.Lock()
 
 
+_SPOOL_DRAIN_S = 10.0
+"""Once Atlas is given up on at a job's end, the longest wait for the queue to reach the spool (disk)."""
+
+
 @dataclass
 class HookStats:
     """What the hook saw and did; read it from :attr:`SparkHookHandle.stats`."""
@@ -98,6 +102,8 @@ class _Item:
     duration_ms: int | None
     seq: int
     qe_id: int | None = None
+    target: str | None = None
+    """The dataset id written, filled by the worker (not the callback: it parses the plan)."""
 
 
 @dataclass
@@ -182,6 +188,7 @@ class SparkHookHandle:
         self._sync_lock = threading.Lock()
         self._pending: dict[str, _Group] = {}
         self._done: collections.OrderedDict[str, int] = collections.OrderedDict()
+        self._done_targets: collections.OrderedDict[str, int] = collections.OrderedDict()
         self._listener: _Listener | None = None
         self._holder: Any = None
         self._worker: threading.Thread | None = None
@@ -248,7 +255,7 @@ class SparkHookHandle:
 
     def _atexit(self) -> None:
         with contextlib.suppress(Exception):
-            self.close(timeout=30.0)
+            self.close()
 
     def flush(self, timeout: float = 30.0) -> bool:
         """Block until every event Spark has delivered so far is extracted and emitted.
@@ -275,18 +282,30 @@ class SparkHookHandle:
             return False
         return marker.done.wait(max(deadline - time.monotonic(), 0.001))
 
-    def close(self, timeout: float = 30.0) -> None:
-        """Flush, stop the worker, close the sink and unregister the listener. Idempotent."""
+    def close(self, timeout: float | None = None) -> None:
+        """Flush, stop the worker, close the sink and unregister the listener. Idempotent.
+
+        A job's end waits at most ``timeout`` seconds (``close_timeout_s``, default 5) for Atlas: what is
+        not acknowledged by then is written to the spool at once (the next job or ``atlas-bridge push``
+        sends it), so an Atlas that is down or slow never holds a finished job for minutes.
+        """
         if self._closed:
             return
+        timeout = float(self.settings.close_timeout_s) if timeout is None else timeout
         try:
-            self.flush(timeout)
+            if not self.flush(timeout):
+                go_offline = getattr(self._sink, "go_offline", None)
+                if callable(go_offline):
+                    msg = "atlas-bridge: Atlas did not take the lineage within %.0fs; keeping it on disk"
+                    logger.warning(msg, timeout)
+                    go_offline()  # cut the call in flight; the rest goes to the spool, local and fast
+                    self.flush(_SPOOL_DRAIN_S)
         finally:
             self._closed = True
             if self._worker is not None and self._worker.is_alive():
                 with contextlib.suppress(queue.Full):
                     self._queue.put(_STOP, timeout=1.0)
-                self._worker.join(timeout)
+                self._worker.join(_SPOOL_DRAIN_S)
             with contextlib.suppress(Exception):
                 self._invoke_listener_manager("unregister")
             if self._sink is not None:
@@ -428,7 +447,7 @@ class SparkHookHandle:
         event whose QueryExecution id is *lower* than the group's belongs to it; a higher id is the same
         statement run again (a loop), a new group.
         """
-        from atlas_bridge.extractors.spark_plan import plan_signature, write_priority
+        from atlas_bridge.extractors.spark_plan import plan_signature, write_priority, write_target
 
         sig = plan_signature(item.plan_json)
         if sig is None:
@@ -437,6 +456,14 @@ class SparkHookHandle:
         prio = write_priority(item.root)
         done = self._done.get(sig)
         if done is not None and _belongs(item.qe_id, done):
+            self.stats.superseded += 1
+            return
+        target = write_target(item.plan_json, item.facts)
+        item.target = target
+        done_target = self._done_targets.get(target) if target is not None else None
+        if done_target is not None and item.qe_id is not None and item.qe_id < done_target:
+            # The outer command of a statement whose inner write was emitted already (saveAsTable in
+            # append mode: its query's exprIds differ from the inner CTAS's, so the signatures do too).
             self.stats.superseded += 1
             return
         group = self._pending.get(sig)
@@ -465,6 +492,12 @@ class SparkHookHandle:
         self._done.move_to_end(sig)
         while len(self._done) > 1024:
             self._done.popitem(last=False)
+        target = group.best.target
+        if target is not None and group.min_qe_id is not None:
+            self._done_targets[target] = group.min_qe_id
+            self._done_targets.move_to_end(target)
+            while len(self._done_targets) > 1024:
+                self._done_targets.popitem(last=False)
         self._emit(group.best)
 
     def _emit_pending(self, *, force: bool) -> None:
@@ -828,8 +861,11 @@ def install(
         return handle
 
 
-def uninstall(spark: Any, timeout: float = 30.0) -> bool:
-    """Flush and remove the hook of this session; False when none was installed."""
+def uninstall(spark: Any, timeout: float | None = None) -> bool:
+    """Flush and remove the hook of this session; False when none was installed.
+
+    ``timeout``: the most to wait for Atlas (default ``close_timeout_s``); the rest goes to the spool.
+    """
     try:
         session_id = str(spark._jsparkSession.sessionUUID())
     except Exception:

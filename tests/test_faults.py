@@ -139,9 +139,22 @@ def test_atlas_sink_spools_a_batch_whose_answer_is_cut_off(tmp_path: Path) -> No
         assert sink.report.spooled == 1
         assert sink.spool_pending() == 1
         srv.clear()
-        sink.close()
+        sink.flush_spool()  # an explicit flush always tries; close() right after a failure does not
         assert sink.spool_pending() == 0
         assert len(srv.stub.active_entities("DataSet")) == 1
+
+
+def test_atlas_sink_leaves_a_failing_atlas_alone_for_a_while(tmp_path: Path) -> None:
+    """After Atlas failed to answer, later batches go to the spool at once: no wait per batch."""
+    with FaultServer() as srv:
+        srv.add(Fault("status", status=503, times=None))
+        sink = AtlasSink(_fast(srv.url, retries=2), spool_dir=tmp_path / "spool", retry_interval_s=300)
+        for i in range(5):
+            sink.emit({"entities": [_table(f"db.t{i}@p")], "referredEntities": {}})
+        sink.close()
+        assert len(srv.log) == 3  # one call and its two retries; then nothing for retry_interval_s
+        assert sink.report.spooled == 5
+        assert sink.spool_pending() == 5
 
 
 def test_a_refused_login_is_not_retried_batch_after_batch(tmp_path: Path) -> None:

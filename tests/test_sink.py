@@ -251,7 +251,7 @@ def test_atlas_sink_spools_when_unreachable_and_flushes_later(
     tmp_path: Path, stub: AtlasStub, client: AtlasClient
 ) -> None:
     spool = tmp_path / "spool"
-    sink = AtlasSink(client, spool_dir=spool)
+    sink = AtlasSink(client, spool_dir=spool, retry_interval_s=0)  # try Atlas again at every batch
     batches = _batches()
     stub.refuse_connections()
     sink.emit(batches[0])

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -187,6 +188,19 @@ def test_save_as_table_one_process(hooked: Hooked) -> None:
     assert len(hooked.names("atlas_bridge_process")) == 1  # three events, one process
     assert hooked.column_inputs(f"default.sat.amount_plus@{NS}") == {"DIRECT": {"default.src.amount"}}
     assert hooked.handle.stats.superseded >= 1
+
+
+def test_save_as_table_append_into_an_existing_table_is_one_process(hooked: Hooked) -> None:
+    drop(hooked.spark, "sat_append")
+    hooked.spark.sql("CREATE TABLE sat_append (id BIGINT, amount_plus DOUBLE) USING parquet")
+    hooked.flush()
+    before = set(hooked.names("atlas_bridge_process"))
+    df = hooked.spark.table("src").selectExpr("id", "amount + 1 AS amount_plus")
+    df.write.mode("append").saveAsTable("sat_append")
+    hooked.flush()
+    new = set(hooked.names("atlas_bridge_process")) - before
+    assert len(new) == 1, sorted(new)  # one write, one process (not one per event of the write)
+    assert hooked.column_inputs(f"default.sat_append.amount_plus@{NS}") == {"DIRECT": {"default.src.amount"}}
 
 
 def test_parquet_and_csv_paths(hooked: Hooked, tmp_path: Path) -> None:
@@ -410,3 +424,37 @@ def test_failing_sink_never_fails_the_job(base_tables: Any, tmp_path: Path) -> N
         assert handle.stats.emit_errors == 1
     finally:
         uninstall(spark)
+
+
+def test_a_silent_atlas_never_holds_the_jobs_end(base_tables: Any, tmp_path: Path) -> None:
+    """Atlas accepts connections and never answers: the job's end waits ``close_timeout_s`` at most, then
+    cuts the call in flight and keeps every statement's lineage in the spool (nothing lost)."""
+    from atlas_stub.http import Fault, FaultServer
+
+    from atlas_bridge.atlas.client import RetryPolicy
+
+    spark = base_tables
+    spool = tmp_path / "spool"
+    with FaultServer() as srv:
+        srv.add(Fault("silent", times=None))
+        # Patient settings on purpose: without the end-of-job cut, close() would wait on them for minutes.
+        client = AtlasClient(
+            srv.url, retries=5, backoff=0, timeout=(5, 120), policy=RetryPolicy(give_up_after_s=600)
+        )
+        settings = Settings.load(namespace=NS, output_dir=tmp_path / "out", close_timeout_s=0.5)
+        handle = install(spark, settings=settings, sink=AtlasSink(client, spool_dir=spool), coalesce_s=600)
+        drop(spark, "silent1", "silent2")
+        spark.sql("CREATE TABLE silent1 USING parquet AS SELECT id, amount FROM src")
+        spark.sql("CREATE TABLE silent2 USING parquet AS SELECT id FROM silent1")
+        uninstall(spark)
+        posts = [o for m, p, o in srv.log if p.endswith("/entity/bulk")]
+    assert len(posts) <= 1, srv.log  # one call was in flight and cut; no retries, no call per batch
+    kept = [
+        e["attributes"]["qualifiedName"]
+        for f in sorted(spool.glob("*-entities.json"))
+        for e in json.loads(f.read_text())["entities"]
+        if e["typeName"] == "atlas_bridge_process"
+    ]
+    assert len(kept) == 2
+    assert handle.stats.processes == 2
+    assert handle.stats.emit_errors == 0

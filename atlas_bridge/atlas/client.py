@@ -350,6 +350,9 @@ class AtlasClient:
             give_up_after_s=base.give_up_after_s,
         )
         self._sleep: Callable[[float], None] = time.sleep
+        self._watches: set[_Watch] = set()
+        self._watches_lock = threading.Lock()
+        self._aborted = False
         self.username = username
         secret = password.get_secret_value() if isinstance(password, SecretStr) else password
         # Kept only to scrub it from bodies we quote in errors; never logged or formatted.
@@ -580,7 +583,7 @@ class AtlasClient:
                 msg = f"no Atlas address answered ({len(tried)} tried); last: {redirected}"
                 raise AtlasUnavailableError(msg, status_code=redirected.status_code, url=redirected.url)
             remaining = give_up_at - time.monotonic()
-            if attempt > policy.retries or remaining <= 0:
+            if attempt > policy.retries or remaining <= 0 or self._aborted:
                 raise self._gave_up(last, attempt, time.monotonic() - started, n, len(tried), remaining)
             wait = min(policy.wait(attempt, last.retry_after), max(0.0, remaining))
             logger.debug("attempt %d of %s %s failed (%s); next in %.1fs", attempt, method, path, last, wait)
@@ -608,6 +611,14 @@ class AtlasClient:
             elapsed_s=elapsed,
         )
 
+    def abort(self) -> None:
+        """Cut every call in flight and fail every later one at once (a job ending: keep, don't wait)."""
+        self._aborted = True
+        with self._watches_lock:
+            watches = list(self._watches)
+        for watch in watches:
+            watch.expire()
+
     def _attempt(
         self,
         base: str,
@@ -618,6 +629,9 @@ class AtlasClient:
         give_up_at: float,
     ) -> Any:
         url = f"{base}/{path}"
+        if self._aborted:
+            msg = f"not sent to Atlas at {base} ({method} {path}): the client was stopped"
+            raise AtlasUnavailableError(msg, url=url)
         headers = {"Content-Type": "application/json"} if data is not None else None
         logger.debug("%s %s (%d bytes)", method, url, len(data) if data else 0)
         budget = max(0.001, min(self.policy.deadline_s, give_up_at - time.monotonic()))
@@ -626,6 +640,8 @@ class AtlasClient:
         timer = threading.Timer(budget, watch.expire)
         timer.daemon = True
         _current.watch = watch
+        with self._watches_lock:
+            self._watches.add(watch)
         timer.start()
         try:
             response = self.session.request(
@@ -649,6 +665,9 @@ class AtlasClient:
             requests.exceptions.ChunkedEncodingError,
             requests.exceptions.ContentDecodingError,
         ) as e:
+            if self._aborted:
+                msg = f"not sent to Atlas at {base} ({method} {path}): the client was stopped"
+                raise AtlasUnavailableError(msg, url=url) from e
             if watch.expired:
                 msg = (
                     f"Atlas at {base} did not answer {method} {path} within {budget:.0f}s"
@@ -668,6 +687,8 @@ class AtlasClient:
         finally:
             timer.cancel()
             _current.watch = None
+            with self._watches_lock:
+                self._watches.discard(watch)
         status = response.status_code
         if 200 <= status < 300:
             if not content:

@@ -18,6 +18,7 @@ import logging
 import os
 import re
 import tempfile
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -218,24 +219,37 @@ class AtlasSink:
     resending it would not help.
     """
 
-    def __init__(self, client: AtlasClient, spool_dir: str | os.PathLike[str] | None = None) -> None:
+    def __init__(
+        self,
+        client: AtlasClient,
+        spool_dir: str | os.PathLike[str] | None = None,
+        *,
+        retry_interval_s: float = 60.0,
+    ) -> None:
         self.client = client
         self.spool_dir = Path(spool_dir) if spool_dir is not None else None
         self.report = PushReport()
         self.refused: AtlasAuthError | None = None
+        self.retry_interval_s = retry_interval_s
+        """After Atlas failed to answer, batches go straight to the spool for this long (then one try)."""
+        self._down_until = 0.0
 
     def emit(self, batch: dict[str, Any]) -> None:
         _check_batch(batch)
-        if self.refused is None and self.spool_pending():
+        if self.refused is None and not self.offline and self.spool_pending():
             try:
                 self.flush_spool()
             except (AtlasUnavailableError, AtlasAuthError) as e:
                 if isinstance(e, AtlasAuthError):
                     self.refused = e
+                else:
+                    self._down_until = time.monotonic() + self.retry_interval_s
                 self._spool(batch)
                 return
-        if self.refused is not None and self.spool_dir is not None:
-            self._spool(batch)  # the login was refused once: never again in this sink's life
+        if self.spool_dir is not None and (self.refused is not None or self.offline):
+            # The login was refused once (never again in this sink's life), or Atlas did not answer a
+            # moment ago: keep the batch at once instead of waiting on Atlas batch after batch.
+            self._spool(batch)
             return
         try:
             response = self.client.post_entities(batch)
@@ -244,10 +258,24 @@ class AtlasSink:
                 raise
             if isinstance(e, AtlasAuthError):
                 self.refused = e
+            else:
+                self._down_until = time.monotonic() + self.retry_interval_s
             logger.warning("Atlas did not take the batch; kept in %s: %s", self.spool_dir, e)
             self._spool(batch)
             return
         self.report.add_response(batch, response)
+
+    @property
+    def offline(self) -> bool:
+        """Whether Atlas is being left alone for now (it did not answer lately, or :meth:`go_offline`)."""
+        return time.monotonic() < self._down_until
+
+    def go_offline(self) -> None:
+        """Keep every batch from now on and cut the call in flight: the process ends and must not wait."""
+        self._down_until = float("inf")
+        abort = getattr(self.client, "abort", None)
+        if callable(abort):
+            abort()
 
     def _spool(self, batch: dict[str, Any]) -> None:
         assert self.spool_dir is not None
@@ -272,8 +300,16 @@ class AtlasSink:
         return report
 
     def close(self) -> None:
-        """Try the spool once more; whatever still cannot be sent stays on disk."""
-        if self.refused is None and self.spool_pending():
+        """Try the spool once more (unless Atlas just failed us); whatever cannot be sent stays on disk."""
+        pending = self.spool_pending()
+        if pending and (self.refused is not None or self.offline):
+            logger.warning(
+                "atlas-bridge: %d batch(es) kept in %s for the next run or `atlas-bridge push`",
+                pending,
+                self.spool_dir,
+            )
+            return
+        if self.refused is None and not self.offline and self.spool_pending():
             try:
                 self.flush_spool()
             except (AtlasUnavailableError, AtlasAuthError) as e:

@@ -1247,6 +1247,21 @@ def plan_signature(plan: str | list[dict[str, Any]]) -> str | None:
     return hashlib.sha256(json.dumps(ids).encode()).hexdigest()[:32]
 
 
+def write_target(plan: str | list[dict[str, Any]], facts: dict[str, Any] | None = None) -> str | None:
+    """The dataset id a write command writes (None: not a write, or unknown).
+
+    Lets the hook tell the outer command of a statement (``SaveAsV1TableCommand``) from a new write when
+    their queries differ in exprIds (an append into an existing table re-aliases the query's output).
+    """
+    items = json.loads(plan) if isinstance(plan, str) else plan
+    try:
+        root = _parse(items)
+        w = _describe_write(root, facts or {}, _Extractor({}, temp_views=True))
+    except (ValueError, TypeError, KeyError, AttributeError):
+        return None
+    return w.target.id if w is not None and w.target is not None else None
+
+
 def write_priority(root_class: str) -> int:
     """Which of several events of one statement to keep (higher wins); 0 when not a write."""
     return WRITE_COMMANDS.get(root_class.rsplit(".", 1)[-1], 0)
