@@ -139,6 +139,8 @@ def test_tables_view_draws_every_dataset_process_and_flow(
 ) -> None:
     page, data = warehouse
     _open(browser, page)
+    # nothing was fetched: the page itself is the only resource the browser loaded
+    assert browser.execute_script("return performance.getEntriesByType('resource').length") == 0
     assert _nodes(browser, '[data-kind="process"]').keys() == {p["id"] for p in data["processes"]}
     drawn = _nodes(browser, ".node:not(.process)")
     assert drawn.keys() == {d["id"] for d in data["datasets"]}
@@ -307,13 +309,23 @@ def test_a_statement_with_script_tags_does_not_break_the_page(browser: Any, tmp_
     result = CliRunner().invoke(cli, ["lineage", str(script), "--format", "html", "-o", str(out)])
     assert result.exit_code == 0, result.output
     _open(browser, out)
-    assert browser.title == "Lineage"  # the SQL's document.title="pwned" never ran
+    assert browser.title == "Lineage: script_in_sql.sql"  # the SQL's document.title="pwned" never ran
     proc = browser.execute_script(
         "return document.querySelector('[data-kind=process]').getAttribute('data-id')"
     )
     _click(browser, _css_id(proc))
     details = browser.find_element("id", "details").text
     assert '</script><script>document.title="pwned"</script><!--' in details
+
+
+def test_a_page_without_lineage_says_so(browser: Any, tmp_path: Path) -> None:
+    """A payload folder with nothing in it (only SELECTs were scanned) still gives a page that explains."""
+    page = write_lineage_page(tmp_path)
+    _open(browser, page)
+    assert not _nodes(browser)
+    message = browser.find_element("id", "message")
+    assert message.get_attribute("hidden") is None
+    assert "No lineage to show" in message.text
 
 
 @pytest.mark.spark

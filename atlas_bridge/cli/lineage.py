@@ -53,11 +53,11 @@ def _text(lineage: Lineage, level: str, chain: bool) -> str:
     return "\n".join(sorted(set(relation_lines(lineage if chain else end_to_end(lineage)))))
 
 
-def _render(lineage: Lineage, fmt: str, level: str, chain: bool) -> str:
+def _render(lineage: Lineage, fmt: str, level: str, chain: bool, title: str = "Lineage") -> str:
     if fmt == "html":
         from atlas_bridge.page import lineage_page
 
-        return lineage_page(lineage)
+        return lineage_page(lineage, title=title)
     if fmt == "text":
         return _text(lineage, level, chain)
     if fmt == "json":
@@ -152,7 +152,9 @@ def lineage_command(
         click.echo(str(problem), err=True)
         failed = failed or problem.severity is Severity.ERROR
     try:
-        out = _render(merge_lineage(parts), fmt, level, fmt != "text" if chain is None else chain)
+        names = [p.name for p in files]
+        title = "Lineage: " + ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
+        out = _render(merge_lineage(parts), fmt, level, fmt != "text" if chain is None else chain, title)
     except ImportError as e:
         msg = f"--format {fmt} is not available: {e}"
         raise click.UsageError(msg) from e

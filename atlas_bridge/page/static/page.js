@@ -308,7 +308,13 @@
     document.getElementById("message").hidden = true;
     svg.setAttribute("data-view", state.view);
     defs();
-    if (state.view === "tables") { renderTables(); } else { renderColumns(); }
+    if (!DATA.datasets.length) {
+      var msg = document.getElementById("message");
+      msg.hidden = false;
+      msg.textContent = "No lineage to show: none of the statements reads one dataset to write another " +
+        "(a SELECT on its own writes nothing).";
+      state.size = null;
+    } else if (state.view === "tables") { renderTables(); } else { renderColumns(); }
     if (state.size && document.getElementById("message").hidden) { legend(); }
     if (state.selected && !svg.querySelector('[data-id="' + cssEscape(state.selected) + '"]')) { state.selected = null; }
     highlight();
