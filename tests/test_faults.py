@@ -358,6 +358,8 @@ def clean_run(
         cli, ["scan", str(WAREHOUSE), "--to", str(out), "--namespace", NS, "--batch-size", "40"]
     )
     assert result.exit_code == 0, result.output
+    assert f"page:       {out / 'lineage.html'}" in result.output  # the lineage page beside the payloads
+    assert "reporting.v_daily_sales" in (out / "lineage.html").read_text(encoding="utf-8")
     return out, _payload_entities(out)
 
 

@@ -279,6 +279,8 @@ class _Builder:
                 attrs["queryText"] = proc.sql
             if proc.source_file:
                 attrs["sourceFile"] = proc.source_file
+            if proc.span is not None:  # where the statement starts, so a reader can open file:line
+                attrs["sourceLine"] = proc.span.line
             if proc.procedure:
                 attrs["procedureName"] = proc.procedure
             entity = _Entity(_TIER_PROCESSES, qn, TYPE_PROCESS, qn, attrs, {"inputs": [], "outputs": []})

@@ -416,6 +416,25 @@ def _read_manifest(folder: Path) -> list[dict[str, Any]]:
     return [{"file": f} for f in files]
 
 
+def read_directory_entities(folder: str | os.PathLike[str]) -> list[dict[str, Any]]:
+    """Every entity of a :class:`FileSink` folder, batches in manifest order (for readers such as the page).
+
+    Raises:
+        ConfigError: the manifest or a batch file is missing or not valid JSON.
+    """
+    folder = Path(folder)
+    entities: list[dict[str, Any]] = []
+    for entry in _read_manifest(folder):
+        path = folder / entry["file"]
+        try:
+            batch = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as e:
+            msg = f"{path}: not a readable batch: {e}"
+            raise ConfigError(msg) from e
+        entities.extend(batch.get("entities", []))
+    return entities
+
+
 def _write_manifest(folder: Path, entries: list[dict[str, Any]]) -> None:
     text = json.dumps({"format": MANIFEST_FORMAT, "batches": entries}, sort_keys=True, indent=2) + "\n"
     _atomic_write(folder / MANIFEST, text)

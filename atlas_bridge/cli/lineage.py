@@ -53,7 +53,11 @@ def _text(lineage: Lineage, level: str, chain: bool) -> str:
     return "\n".join(sorted(set(relation_lines(lineage if chain else end_to_end(lineage)))))
 
 
-def _render(lineage: Lineage, fmt: str, level: str, chain: bool) -> str:
+def _render(lineage: Lineage, fmt: str, level: str, chain: bool, title: str = "Lineage") -> str:
+    if fmt == "html":
+        from atlas_bridge.page import lineage_page
+
+        return lineage_page(lineage, title=title)
     if fmt == "text":
         return _text(lineage, level, chain)
     if fmt == "json":
@@ -93,9 +97,17 @@ def _render(lineage: Lineage, fmt: str, level: str, chain: bool) -> str:
 @click.option(
     "--format",
     "fmt",
-    type=click.Choice(["text", "json", "sqlflow-xml", "sqlflow-json"]),
+    type=click.Choice(["text", "json", "sqlflow-xml", "sqlflow-json", "html"]),
     default="text",
     show_default=True,
+    help="html: one self-contained lineage page (tables and columns views) to open in a browser.",
+)
+@click.option(
+    "--output",
+    "-o",
+    type=click.Path(dir_okay=False, writable=True, path_type=Path),
+    default=None,
+    help="Write to this file instead of standard output.",
 )
 @click.option(
     "--chain/--end-to-end",
@@ -111,6 +123,7 @@ def lineage_command(
     level: str,
     fmt: str,
     chain: bool | None,
+    output: Path | None,
 ) -> None:
     """Print the lineage of SQL scripts (.xml/.json files are read as SQLFlow exports)."""
     schema: dict[str, Any] | None = None
@@ -139,11 +152,15 @@ def lineage_command(
         click.echo(str(problem), err=True)
         failed = failed or problem.severity is Severity.ERROR
     try:
-        out = _render(merge_lineage(parts), fmt, level, fmt != "text" if chain is None else chain)
+        names = [p.name for p in files]
+        title = "Lineage: " + ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
+        out = _render(merge_lineage(parts), fmt, level, fmt != "text" if chain is None else chain, title)
     except ImportError as e:
         msg = f"--format {fmt} is not available: {e}"
         raise click.UsageError(msg) from e
-    if out:
+    if output is not None:
+        output.write_text(out + "\n" if out else "", encoding="utf-8")
+    elif out:
         click.echo(out)
     if failed:
         raise SystemExit(1)

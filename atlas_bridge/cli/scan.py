@@ -166,6 +166,10 @@ def scan_command(
         with contextlib.suppress(Exception):
             delivery.close()
 
+    if delivery.target.startswith("files:"):  # payloads in a folder: the lineage page beside them
+        from atlas_bridge.page import write_lineage_page
+
+        click.echo(f"page:       {write_lineage_page(Path(settings.output_dir))}")
     path = bridge.write_summary(summary, report_dir)
     click.echo(summary.render())
     click.echo(f"summary:    {path}")
