@@ -150,6 +150,10 @@ def fresh_warning(monkeypatch: pytest.MonkeyPatch) -> None:
 @pytest.fixture
 def auto(spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fresh_warning: None) -> Iterator[Any]:
     """The switch armed in this process (pyspark is imported already: SparkSession is wrapped at once)."""
+    from pyspark.sql import SparkSession
+
+    monkeypatch.setattr(SparkSession, "_instantiatedSession", SparkSession._instantiatedSession)
+    monkeypatch.setattr(SparkSession, "_activeSession", SparkSession._activeSession)
     uninstall(spark)
     monkeypatch.setenv("ATLAS_BRIDGE_OUTPUT_DIR", str(tmp_path / "out"))
     monkeypatch.setenv("ATLAS_BRIDGE_NAMESPACE", "test")
@@ -187,9 +191,23 @@ def _builder(spark: Any) -> Any:
     return SparkSession.builder.getOrCreate()
 
 
+def _active(spark: Any) -> Any:
+    from pyspark.sql import SparkSession
+
+    # As when the JVM holds an active session that Python has no object for (made on the JVM side, or
+    # Python's was reset): SparkSession.active() builds one. The `auto` fixture restores the class state.
+    SparkSession._instantiatedSession = None
+    SparkSession._activeSession = None
+    session = SparkSession.active()
+    assert session is not spark
+    return session
+
+
 @pytest.mark.spark
 @pytest.mark.parametrize(
-    "create", [_builder, _new_wrapper, _shell_session], ids=["getOrCreate", "init", "shell"]
+    "create",
+    [_builder, _active, _new_wrapper, _shell_session],
+    ids=["getOrCreate", "active", "init", "shell"],
 )
 def test_sessions_get_the_hook_once(auto: Any, create: Any) -> None:
     spark = auto
