@@ -132,6 +132,23 @@ def test_instrument_command_arms_the_child_and_keeps_its_sitecustomize(tmp_path:
     assert json.loads(report.read_text()) == {"mode": "on", "own": "yes", "pyspark": False}
 
 
+def test_enable_wraps_and_disable_restores(fresh_warning: None) -> None:
+    session_module = pytest.importorskip("pyspark.sql.session")
+    cls = session_module.SparkSession
+    init, get = cls.__init__, cls.Builder.getOrCreate
+    spark_auto.enable("conf")
+    try:
+        assert spark_auto.is_armed() == "conf"
+        assert getattr(cls.__init__, "__atlas_bridge_wrapped__", False)
+        spark_auto.enable("on")  # upgrade, no second wrapper
+        assert spark_auto.is_armed() == "on"
+        assert cls.__init__.__wrapped__ is init
+    finally:
+        spark_auto.disable()
+    assert spark_auto.is_armed() is None
+    assert (cls.__init__, cls.Builder.getOrCreate) == (init, get)
+
+
 def test_instrument_command_not_found() -> None:
     result = CliRunner().invoke(cli, ["instrument", "--", "no-such-command-atlas-bridge"])
     assert result.exit_code == 2
