@@ -203,6 +203,8 @@ class SparkHookHandle:
             self.user = getpass.getuser()
         self._bus = sc._jsc.sc().listenerBus()
         self._warned_drop = 0
+        self.automatic = False
+        """Installed by the switch (:mod:`atlas_bridge.spark_auto`), not by a call in the job."""
 
     # -- lifecycle -----------------------------------------------------------------------------------
     def _start(self) -> None:
@@ -805,6 +807,10 @@ def install(
 ) -> SparkHookHandle:
     """Register the lineage listener on ``spark`` (idempotent per session) and return its handle.
 
+    A session has at most one listener: a second call returns the installed handle. When the hook was
+    installed automatically (:mod:`atlas_bridge.spark_auto`) and this call passes arguments, the automatic
+    hook is flushed and replaced by one with these arguments, so the job's own settings win.
+
     Args:
         spark: a classic (JVM-backed) ``SparkSession``.
         settings: an :class:`atlas_bridge.config.Settings`; else built from ``setting_overrides`` >
@@ -819,6 +825,34 @@ def install(
     Raises:
         ConfigError: under Spark Connect (no JVM to listen on) or with bad settings.
     """
+    explicit = any(v is not None for v in (settings, sink, resultsets, temp_views, coalesce_s)) or bool(
+        setting_overrides
+    )
+    return _install(
+        spark,
+        automatic=False,
+        replace_automatic=explicit,
+        settings=settings,
+        sink=sink,
+        resultsets=resultsets,
+        temp_views=temp_views,
+        coalesce_s=coalesce_s,
+        **setting_overrides,
+    )
+
+
+def _install(
+    spark: Any,
+    *,
+    automatic: bool,
+    replace_automatic: bool = False,
+    settings: Any | None = None,
+    sink: Any | None = None,
+    resultsets: bool | None = None,
+    temp_views: bool | None = None,
+    coalesce_s: float | None = None,
+    **setting_overrides: Any,
+) -> SparkHookHandle:
     if _is_connect(spark):
         msg = (
             "atlas_bridge.spark.install() needs a classic SparkSession with a JVM driver; under Spark "
@@ -833,7 +867,14 @@ def install(
         raise ConfigError(msg) from e
     with _handles_lock:
         existing = _handles.get(session_id)
-        if existing is not None and not existing._closed:
+    if existing is not None and not existing._closed:
+        if not (replace_automatic and existing.automatic):
+            return existing
+        logger.info("atlas-bridge: replacing the automatic Spark hook by the job's install() arguments")
+        existing.close()
+    with _handles_lock:
+        existing = _handles.get(session_id)
+        if existing is not None and not existing._closed:  # another thread won
             return existing
         conf_fields, knobs = _settings_from_conf(_spark_conf(spark))
         if settings is None:
@@ -851,11 +892,24 @@ def install(
             coalesce_s=float(coalesce_s if coalesce_s is not None else knobs.get("coalesce_s", 2.0)),
             session_id=session_id,
         )
+        handle.automatic = automatic
         if settings.disabled:
             logger.info("atlas-bridge Spark hook disabled by settings")
             handle._closed = True
             return handle
-        handle._start()
+        try:
+            handle._start()
+        except BaseException:
+            # Leave the session as if the hook had never been there.
+            handle._closed = True
+            with contextlib.suppress(Exception):
+                handle._invoke_listener_manager("unregister")
+            with contextlib.suppress(Exception):
+                atexit.unregister(handle._atexit)
+            if handle._worker is not None:
+                with contextlib.suppress(queue.Full):
+                    handle._queue.put_nowait(_STOP)
+            raise
         _handles[session_id] = handle
         logger.info("atlas-bridge Spark hook installed on session %s", session_id)
         return handle

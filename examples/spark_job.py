@@ -14,6 +14,9 @@ Atlas's property names (or from ``ATLAS_BRIDGE_*`` variables / ``$ATLAS_CONF/atl
 (the password from ``ATLAS_BRIDGE_PASSWORD``; with no ``spark.atlas.rest.address`` the request bodies are
 written under ``atlas-bridge-out/`` for ``atlas-bridge push`` later). When Atlas is down the lineage
 is kept in the spool folder and sent by the next job (or ``atlas-bridge push``).
+
+The same without the line: ``spark_job_plain.py`` and the switch (README, "Without touching the job").
+With the switch on, ``install(spark)`` here returns the hook the switch installed: still one listener.
 """
 
 from __future__ import annotations

@@ -19,6 +19,7 @@ _COMMAND_MODULES = (
     "atlas_bridge.cli.lineage",
     "atlas_bridge.cli.atlas",
     "atlas_bridge.cli.scan",
+    "atlas_bridge.cli.instrument",
 )
 
 
