@@ -11,7 +11,7 @@ import time
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from atlas_bridge.bridge.inputs import decode_text, make_problem, read_unit
+from atlas_bridge.bridge.inputs import decode_text, make_problem, printable, read_unit
 from atlas_bridge.bridge.querylog import read_query_log
 from atlas_bridge.bridge.types import InputKind, ScanOptions, UnitResult, WorkUnit
 from atlas_bridge.errors import AtlasBridgeError
@@ -21,7 +21,19 @@ logger = logging.getLogger(__name__)
 
 
 def extract_unit(unit: WorkUnit, options: ScanOptions) -> UnitResult:
-    """Read one unit and extract its lineage; never raises (failures become problems naming the file)."""
+    """Read one unit and extract its lineage; never raises (failures become problems naming the file).
+
+    Problem messages are made printable: a message may quote input, and input may hold control bytes.
+    """
+    result = _extract_unit(unit, options)
+    for i, p in enumerate(result.problems):
+        clean = printable(p.message, 500)
+        if clean != p.message:
+            result.problems[i] = p.model_copy(update={"message": clean})
+    return result
+
+
+def _extract_unit(unit: WorkUnit, options: ScanOptions) -> UnitResult:
     f = unit.file
     try:
         if f.kind == InputKind.SQL:
@@ -103,7 +115,15 @@ def _extract_query_log(unit: WorkUnit, options: ScanOptions) -> UnitResult:
                 rec.time_ms if out.first_time_ms is None else min(out.first_time_ms, rec.time_ms)
             )
             out.last_time_ms = rec.time_ms if out.last_time_ms is None else max(out.last_time_ms, rec.time_ms)
-        result = extract_sql_lineage(rec.query, options.dialect, schema, options.default_db, file=name)
+        try:
+            result = extract_sql_lineage(rec.query, options.dialect, schema, options.default_db, file=name)
+        except AtlasBridgeError as e:
+            problems.append(make_problem(str(e), name, kind="input", line=rec.line))
+            continue
+        except Exception as e:  # one bad record costs that record
+            msg = f"internal error: {e.__class__.__name__}: {e}"
+            problems.append(make_problem(msg, name, kind="internal", line=rec.line))
+            continue
         parts.append(result.lineage)
         for p in result.problems:
             where = (

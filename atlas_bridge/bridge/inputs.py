@@ -5,6 +5,7 @@ from __future__ import annotations
 import fnmatch
 import json
 import os
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -93,6 +94,11 @@ def discover_inputs(
             if kind == InputKind.SCHEMA:
                 notes.append(f"{name}: not scanned, a schema mapping (see --schema)")
                 continue
+            if kind in (InputKind.SQL, InputKind.QUERY_LOG):
+                with open(path, "rb") as fh:
+                    if looks_binary(fh.read(_BINARY_SNIFF)):
+                        notes.append(f"{name}: skipped, binary content (not text)")
+                        continue
             key = str(path.resolve())
             found.setdefault(key, InputFile(path=key, name=name, kind=kind, size=path.stat().st_size))
     files = sorted(found.values(), key=lambda f: (f.name, f.path))
@@ -130,23 +136,25 @@ def classify_file(path: str | os.PathLike[str], *, query_field: str | None = Non
     return InputKind.SQLFLOW
 
 
+def _loads(text: str) -> Any:
+    """``json.loads`` that takes any garbage (3,000 ``[`` overflow the parser's stack): None then."""
+    try:
+        return json.loads(text)
+    except (ValueError, RecursionError):
+        return None
+
+
 def _sniff_json(head: bytes, query_field: str | None) -> str:
     text = head.decode("utf-8", errors="replace").lstrip("\ufeff")
     first = text.lstrip().split("\n", 1)[0].strip()
-    try:
-        obj = json.loads(first)
-    except ValueError:
-        obj = None
+    obj = _loads(first)
     if isinstance(obj, dict) and not (_SQLFLOW_KEYS & obj.keys()):
         if pick_field(list(obj), query_field, QUERY_FIELDS) is not None:
             return InputKind.QUERY_LOG
         if obj and _is_schema_mapping(obj):
             return InputKind.SCHEMA
     if obj is None:
-        try:
-            whole = json.loads(text)
-        except ValueError:
-            whole = None
+        whole = _loads(text)
         if (
             isinstance(whole, dict)
             and whole
@@ -216,6 +224,31 @@ def partition_units(units: Sequence[WorkUnit], partitions: int) -> list[list[Wor
 
 def make_problem(message: str, file: str, *, kind: str, line: int | None = None) -> Problem:
     return Problem(message=message, kind=kind, file=file, line=line)
+
+
+_BINARY_SNIFF = 8192
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
+
+
+def looks_binary(head: bytes) -> bool:
+    """A NUL byte, or more than 10 % control bytes, in the first 8 KiB: not text (an image named x.sql).
+
+    >>> looks_binary(b"select 1;\\n"), looks_binary(b"\\x89PNG\\r\\n\\x1a\\n\\x00\\x00")
+    (False, True)
+    """
+    sample = head[:_BINARY_SNIFF]
+    if not sample:
+        return False
+    if b"\x00" in sample:
+        return True
+    controls = sum(1 for b in sample if b < 32 and b not in (9, 10, 13))
+    return controls * 10 > len(sample)
+
+
+def printable(text: str, limit: int = 200) -> str:
+    """Text safe to print in a report: control characters as ``\\xNN``, cut at ``limit`` characters."""
+    cut = text if len(text) <= limit else text[:limit] + "..."
+    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", cut)
 
 
 def read_unit(unit: WorkUnit) -> bytes:

@@ -7,9 +7,11 @@ import json
 import logging
 import os
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from atlas_bridge.bridge.extract import extract_partition
@@ -39,9 +41,37 @@ def spark_session(master: str | None = None, *, app_name: str = "atlas-bridge-sc
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     builder = SparkSession.builder.master(master).appName(app_name)
     builder = builder.config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
+    level = os.environ.get("ATLAS_BRIDGE_SPARK_LOG", "WARN").upper()
+    if level in _QUIET_LEVELS and not os.environ.get("SPARK_CONF_DIR"):
+        # Spark's start-up WARN lines (loopback hostname, native-hadoop...) come before setLogLevel can
+        # act: only a log4j2 configuration given at JVM start keeps them off the terminal.
+        builder = builder.config(
+            "spark.driver.extraJavaOptions", f"-Dlog4j.configurationFile={_log4j2(level)}"
+        )
     session = builder.getOrCreate()
-    session.sparkContext.setLogLevel("WARN")
+    session.sparkContext.setLogLevel(level if level in _QUIET_LEVELS else "WARN")
     return session
+
+
+_QUIET_LEVELS = ("ERROR", "FATAL", "OFF")
+_LOG4J2 = """rootLogger.level = {level}
+rootLogger.appenderRef.stderr.ref = stderr
+appender.console.type = Console
+appender.console.name = stderr
+appender.console.target = SYSTEM_ERR
+appender.console.layout.type = PatternLayout
+appender.console.layout.pattern = %d{{yy/MM/dd HH:mm:ss}} %p %c{{1}}: %m%n%ex
+"""
+
+
+def _log4j2(level: str) -> str:
+    path = Path(tempfile.gettempdir()) / f"atlas-bridge-log4j2-{level.lower()}.properties"
+    if not path.is_file():
+        fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(_LOG4J2.format(level=level.lower()))
+        os.replace(tmp, path)
+    return str(path)
 
 
 def running_session() -> SparkSession | None:

@@ -113,7 +113,8 @@ class EntityCollector:
             "tables": kinds.get("table", 0),
             "views": kinds.get("view", 0),
             "paths": kinds.get("path", 0),
-            "processes": len(self._process_relations),
+            "processes": len(self._groups),
+            "statement_processes": len(self._process_relations),
             "column_relations": sum(self._process_relations.values()) + len(self._loose_relations),
         }
 

@@ -74,8 +74,9 @@ def _read_jsonl_log(unit: WorkUnit, options: ScanOptions, problems: list[Problem
             continue
         try:
             obj = json.loads(text)
-        except ValueError as e:
-            problems.append(make_problem(f"not a JSON object: {e}", name, kind="input", line=line_no))
+        except (ValueError, RecursionError) as e:
+            msg = f"not a JSON object: {e.__class__.__name__ if isinstance(e, RecursionError) else e}"
+            problems.append(make_problem(msg, name, kind="input", line=line_no))
             continue
         if not isinstance(obj, dict):
             problems.append(make_problem("not a JSON object", name, kind="input", line=line_no))
@@ -101,6 +102,8 @@ def _read_jsonl_log(unit: WorkUnit, options: ScanOptions, problems: list[Problem
 def _read_csv_log(unit: WorkUnit, options: ScanOptions, problems: list[Problem]) -> Iterator[LogRecord]:
     name = unit.file.name
     text = decode_text(read_unit(unit), name, problems)
+    # A query may be long: lift csv's 131,072-character field limit to the unit's own size.
+    csv.field_size_limit(max(csv.field_size_limit(), len(text) + 1))
     reader = csv.reader(io.StringIO(text, newline=""))
     try:
         header = next(reader)
@@ -143,7 +146,18 @@ def _read_csv_log(unit: WorkUnit, options: ScanOptions, problems: list[Problem])
 
 
 def _time_ms(value: Any) -> int | None:
-    """Epoch seconds / milliseconds or an ISO-8601 string, as epoch milliseconds (None if unreadable)."""
+    """Epoch seconds / milliseconds or an ISO-8601 string, as epoch milliseconds (None if unreadable).
+
+    >>> _time_ms("1e400") is None, _time_ms(float("nan")) is None, _time_ms(1700000000)
+    (True, True, 1700000000000)
+    """
+    try:
+        return _time_ms_or_raise(value)
+    except (ValueError, OverflowError, TypeError):  # "1e400", NaN, years out of range: no time
+        return None
+
+
+def _time_ms_or_raise(value: Any) -> int | None:
     if value is None or value == "":
         return None
     if isinstance(value, (int, float)) and not isinstance(value, bool):

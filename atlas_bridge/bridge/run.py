@@ -9,9 +9,9 @@ import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from atlas_bridge.bridge.deliver import Delivery, SentState, check_resume_state, deliver
+from atlas_bridge.bridge.deliver import Delivery, DeliveryStats, SentState, check_resume_state, deliver
 from atlas_bridge.bridge.inputs import discover_inputs, plan_units
-from atlas_bridge.bridge.job import extract_entities, running_session, spark_session
+from atlas_bridge.bridge.job import ExtractStats, extract_entities, running_session, spark_session
 from atlas_bridge.bridge.merge import EntityCollector
 from atlas_bridge.bridge.summary import ScanSummary
 from atlas_bridge.bridge.types import Progress, ScanOptions
@@ -59,6 +59,8 @@ def scan(
         logger.info("%s", note)
     logger.info("found %d input file(s)", len(files))
     timings["discover"] = time.perf_counter() - t0
+    if not files:  # nothing to do: no Spark start-up, and the caller says so
+        return ScanSummary(delivery.target, files, notes, ExtractStats(), {}, DeliveryStats(), timings)
 
     with tempfile.TemporaryDirectory(prefix="atlas-bridge-scan-") as spill:
         collector = EntityCollector(spill)

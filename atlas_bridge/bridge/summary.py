@@ -82,6 +82,14 @@ class ScanSummary:
             "warnings": [_problem_dict(p) for p in self.warnings],
         }
 
+    def _merged_note(self) -> str:
+        """Identical statements share one process in Atlas: say so when the numbers differ."""
+        occurrences = self.lineage_counts.get("statement_processes", 0)
+        distinct = self.lineage_counts.get("processes", 0)
+        if occurrences > distinct:
+            return f" (from {occurrences} statement(s) that write; identical ones share a process)"
+        return ""
+
     def render(self, max_lines: int = 20) -> str:
         """A human-readable closing report."""
         d = self.delivery
@@ -91,8 +99,8 @@ class ScanSummary:
         lines = [
             f"files:      {len(self.files)} ({kinds})",
             f"statements: {s['statements']}",
-            f"lineage:    {n['processes']} process(es), {n['tables']} table(s), {n['views']} view(s), "
-            f"{n['paths']} path(s), {n['column_relations']} column relation(s)",
+            f"lineage:    {n['processes']} process(es){self._merged_note()}, {n['tables']} table(s), "
+            f"{n['views']} view(s), {n['paths']} path(s), {n['column_relations']} column relation(s)",
             f"batches:    {d.sent} sent, {d.skipped} already acknowledged, of {d.batches} to {self.target}",
         ]
         if d.written:

@@ -14,6 +14,21 @@ import click
 
 from atlas_bridge import __version__
 
+
+def check_dialect(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """``--dialect`` checked before any work starts (not after Spark's start-up), with the names known."""
+    if value is None:
+        return None
+    from atlas_bridge.errors import ExtractionError
+    from atlas_bridge.extractors.sql import resolve_dialect
+
+    try:
+        resolve_dialect(value)
+    except ExtractionError as e:
+        raise click.BadParameter(str(e).removeprefix("<input>: ")) from None
+    return value
+
+
 # Each module defines ``register(group)`` and owns its commands.
 _COMMAND_MODULES = (
     "atlas_bridge.cli.lineage",
@@ -34,6 +49,7 @@ def cli(verbose: int) -> None:
     if verbose < 2:
         for noisy in ("py4j", "urllib3"):
             logging.getLogger(noisy).setLevel(logging.WARNING)
+    os.environ.setdefault("ATLAS_BRIDGE_SPARK_LOG", "WARN" if verbose else "ERROR")
 
 
 for _name in _COMMAND_MODULES:

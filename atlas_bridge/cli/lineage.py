@@ -12,6 +12,7 @@ from typing import Any
 
 import click
 
+from atlas_bridge.cli import check_dialect
 from atlas_bridge.errors import AtlasBridgeError
 from atlas_bridge.model import ExtractionResult, Lineage, Problem, Severity, merge_lineage
 
@@ -84,7 +85,11 @@ def _render(lineage: Lineage, fmt: str, level: str, chain: bool, title: str = "L
     "files", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False, path_type=Path)
 )
 @click.option(
-    "--dialect", "-d", default=None, help="SQL dialect (spark, hive, snowflake, bigquery, tsql, ...)."
+    "--dialect",
+    "-d",
+    default=None,
+    callback=check_dialect,
+    help="SQL dialect (spark, hive, snowflake, bigquery, tsql/sqlserver, ...).",
 )
 @click.option(
     "--schema",

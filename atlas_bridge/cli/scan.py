@@ -13,6 +13,7 @@ from typing import Any
 
 import click
 
+from atlas_bridge.cli import check_dialect
 from atlas_bridge.errors import AtlasAuthError, AtlasBridgeError, AtlasUnavailableError, ConfigError
 
 logger = logging.getLogger(__name__)
@@ -27,7 +28,12 @@ def register(group: click.Group) -> None:
 
 @click.command("scan")
 @click.argument("paths", nargs=-1, required=True, type=click.Path(exists=True, path_type=Path))
-@click.option("--dialect", default=None, help="SQL dialect of scripts and query logs (hive, spark, ...).")
+@click.option(
+    "--dialect",
+    default=None,
+    callback=check_dialect,
+    help="SQL dialect of scripts and query logs (hive, spark, tsql/sqlserver, ...).",
+)
 @click.option(
     "--schema",
     "schema_file",
@@ -94,6 +100,9 @@ def register(group: click.Group) -> None:
     "--no-resume", is_flag=True, help="Send every batch even if a previous run had it acknowledged."
 )
 @click.option("--no-progress", is_flag=True, help="No progress bar (log lines only).")
+@click.option(
+    "--allow-empty", is_flag=True, help="Exit 0 when no input is found (default: exit 1, a mistyped path)."
+)
 def scan_command(
     paths: tuple[Path, ...],
     dialect: str | None,
@@ -112,6 +121,7 @@ def scan_command(
     partitions: int | None,
     no_resume: bool,
     no_progress: bool,
+    allow_empty: bool,
 ) -> None:
     """Scan PATH... for SQL scripts (.sql .hql .ddl), SQLFlow exports (.xml .json) and query logs
     (.jsonl .csv, or .json lines with a query field); extract lineage on Spark; deliver it in batches.
@@ -166,6 +176,13 @@ def scan_command(
         with contextlib.suppress(Exception):
             delivery.close()
 
+    if not summary.files:
+        skipped = "".join(f"\n  {note}" for note in summary.notes)
+        where = ", ".join(str(p) for p in paths)
+        click.echo(
+            f"nothing to scan: no SQL scripts, SQLFlow exports or query logs under {where}{skipped}", err=True
+        )
+        sys.exit(0 if allow_empty else 1)
     if delivery.target.startswith("files:"):  # payloads in a folder: the lineage page beside them
         from atlas_bridge.page import write_lineage_page
 

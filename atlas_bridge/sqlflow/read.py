@@ -316,14 +316,22 @@ def extract_sqlflow_lineage(
         msg = f"input is {size} bytes, over the limit of {max_bytes} bytes; refused"
         raise UnsafeInputError(msg, file=file)
     text_start = _first_char(data)
-    if text_start == "<":
-        doc = _parse_xml(data, file)
-    elif text_start in ("{", "["):
-        doc = _parse_json(data, file)
-    else:
-        msg = "not a SQLFlow export: expected dlineage XML ('<') or SQLFlow JSON ('{')"
-        raise ExtractionError(msg, file=file)
-    return _build(doc, file, _file_scope(data, file))
+    try:
+        if text_start == "<":
+            doc = _parse_xml(data, file)
+        elif text_start in ("{", "["):
+            doc = _parse_json(data, file)
+        else:
+            msg = "not a SQLFlow export: expected dlineage XML ('<') or SQLFlow JSON ('{')"
+            raise ExtractionError(msg, file=file)
+        return _build(doc, file, _file_scope(data, file))
+    except ExtractionError:
+        raise
+    except (TypeError, ValueError, KeyError, AttributeError, IndexError, LookupError, RecursionError) as e:
+        # A document of the right outline with wrong insides (a string where SQLFlow has a list, an id of
+        # 100,000 digits, an encoding Python's XML parser does not take): the file's problem, said as one.
+        msg = f"not a readable SQLFlow export: {e.__class__.__name__}: {str(e)[:200]}"
+        raise ExtractionError(msg, file=file) from None
 
 
 def _byte_size(data: str | bytes, max_bytes: int) -> int:

@@ -95,15 +95,43 @@ for _module in _HANDLER_MODULES:
     importlib.import_module(_module)
 
 _ANSI = {"", "ansi", "sql", "standard"}
+DIALECT_ALIASES = {
+    "sqlserver": "tsql",
+    "mssql": "tsql",
+    "t-sql": "tsql",
+    "azuresql": "tsql",
+    "synapse": "tsql",
+    "postgresql": "postgres",
+    "pg": "postgres",
+    "psql": "postgres",
+    "sparksql": "spark",
+    "spark-sql": "spark",
+    "hiveql": "hive",
+    "bq": "bigquery",
+    "mariadb": "mysql",
+    "plsql": "oracle",
+    "db2": "",
+    "netezza": "postgres",
+    "greenplum": "postgres",
+    "vertica": "postgres",
+    "impala": "hive",
+}
+"""Names people use for a dialect sqlglot knows under another name."""
+
+
+def dialect_names() -> list[str]:
+    """Every name ``resolve_dialect`` takes: sqlglot's dialects, ``ansi`` and the aliases."""
+    return sorted({*(n for n in Dialect.classes if n), "ansi", *DIALECT_ALIASES})
 
 
 def resolve_dialect(dialect: str | None) -> Dialect:
-    """sqlglot's dialect for a name (``None``/``ansi`` = sqlglot's base dialect)."""
+    """sqlglot's dialect for a name (``None``/``ansi`` = sqlglot's base dialect; common aliases taken)."""
     name = (dialect or "").strip().lower()
+    name = DIALECT_ALIASES.get(name, name)
     try:
         return Dialect.get_or_raise(None if name in _ANSI else name)
     except ValueError as e:
-        msg = f"unknown SQL dialect {dialect!r}"
+        msg = f"unknown SQL dialect {dialect!r}; known: {', '.join(dialect_names())}"
         raise ExtractionError(msg) from e
 
 

@@ -1,0 +1,5 @@
+insert into s.t select a from s.u;
+insert into s.t select a from s.u;
+insert into s.t select a from s.u;
+insert into s.t select a from s.u;
+insert into s.t select a from s.u;

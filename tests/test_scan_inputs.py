@@ -1,0 +1,126 @@
+"""The scanner's inputs and command line under bad input: one bad record, file or option costs itself only.
+
+Inputs under tests/data/scan_inputs/ (one per case); each test fails on the behaviour the bad-input
+issue reported (a whole log lost to one record, a binary file parsed as SQL, a dialect refused after
+Spark's start-up...).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from atlas_bridge import bridge
+from atlas_bridge.bridge import ScanOptions, WorkUnit
+from atlas_bridge.cli import cli
+from atlas_bridge.errors import ExtractionError
+from atlas_bridge.sqlflow.read import extract_sqlflow_lineage
+
+DATA = Path(__file__).parent / "data" / "scan_inputs"
+
+
+def _unit(path: Path) -> WorkUnit:
+    files, notes = bridge.discover_inputs([path])
+    assert len(files) == 1, notes
+    return WorkUnit(files[0])
+
+
+def test_a_json_file_of_3000_brackets_is_a_problem_of_that_file_only() -> None:
+    result = bridge.extract_unit(_unit(DATA / "brackets.json"), ScanOptions())
+    assert result.file.endswith("brackets.json")
+    assert [p.kind for p in result.problems] == ["input"]
+    assert "SQLFlow JSON: RecursionError" in result.problems[0].message
+
+
+def test_a_record_with_an_overflowing_time_costs_its_time_only() -> None:
+    problems: list[object] = []
+    records = list(bridge.read_query_log(_unit(DATA / "overflow_time.jsonl"), ScanOptions(), problems))  # type: ignore[arg-type]
+    assert [r.user for r in records] == ["u1", "u2", "u3"]
+    assert [r.time_ms is None for r in records] == [False, True, False]
+    result = bridge.extract_unit(_unit(DATA / "overflow_time.jsonl"), ScanOptions())
+    assert {f"{d.db}.{d.name}" for d in result.lineage.datasets} >= {"s.a", "s.c", "s.d"}
+
+
+def test_a_csv_field_over_131072_characters_does_not_lose_the_records_after_it() -> None:
+    problems: list[object] = []
+    records = list(bridge.read_query_log(_unit(DATA / "long_field.csv"), ScanOptions(), problems))  # type: ignore[arg-type]
+    assert [r.user for r in records] == ["u1", "u2", "u3"]
+    assert problems == []
+
+
+def test_a_binary_file_named_sql_is_skipped_with_one_note() -> None:
+    files, notes = bridge.discover_inputs([DATA])
+    assert "binary.sql" not in {Path(f.path).name for f in files}
+    binary = [n for n in notes if "binary.sql" in n]
+    assert len(binary) == 1
+    assert binary[0].endswith("binary.sql: skipped, binary content (not text)")
+
+
+def test_control_bytes_never_reach_a_problem_message_and_good_statements_keep_lineage() -> None:
+    result = bridge.extract_unit(_unit(DATA / "control_bytes.sql"), ScanOptions())
+    assert result.problems, "the bad statement is reported"
+    for p in result.problems:
+        assert not any(ord(c) < 32 and c not in "\t" for c in p.message), p.message
+    assert {f"{d.db}.{d.name}" for d in result.lineage.datasets} >= {"s.a", "s.c"}
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        b'{"dbobjs":"x","relationships":5}',
+        b'{"dbobjs":[{"id":' + b"1" * 100_000 + b',"name":"t","type":"table"}]}',
+        b'<?xml version="1.0" encoding="UTF-7"?><dlineage></dlineage>',
+    ],
+    ids=["wrong-shapes", "100000-digit-id", "utf-7-xml"],
+)
+def test_broken_sqlflow_files_raise_the_documented_error_naming_the_file(data: bytes) -> None:
+    with pytest.raises(ExtractionError, match=r"^bad\.json: not a readable SQLFlow export: \w+Error") as info:
+        extract_sqlflow_lineage(data, file="bad.json")
+    assert info.value.file == "bad.json"
+
+
+def test_an_unknown_dialect_is_a_usage_error_before_anything_starts(tmp_path: Path) -> None:
+    result = CliRunner().invoke(cli, ["scan", str(DATA), "--dialect", "nosuch", "--to", str(tmp_path)])
+    assert result.exit_code == 2
+    assert "unknown SQL dialect 'nosuch'; known: " in result.output
+    assert "tsql" in result.output
+    assert "sqlserver" in result.output
+    assert not (tmp_path / "summary.json").exists()
+
+
+@pytest.mark.parametrize("alias", ["sqlserver", "mssql", "postgresql"])
+def test_common_dialect_aliases_are_taken(alias: str, tmp_path: Path) -> None:
+    script = tmp_path / "a.sql"
+    script.write_text("insert into s.a select x from s.b", encoding="utf-8")
+    result = CliRunner().invoke(cli, ["lineage", str(script), "--dialect", alias])
+    assert result.exit_code == 0, result.output
+    assert "s.b.x -> fdd -> s.a.x" in result.output
+
+
+def test_an_empty_folder_says_so_and_fails_unless_allowed(tmp_path: Path) -> None:
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    result = CliRunner().invoke(cli, ["scan", str(empty), "--to", str(tmp_path / "out")])
+    assert result.exit_code == 1
+    assert "nothing to scan" in result.output
+    result = CliRunner().invoke(cli, ["scan", str(empty), "--to", str(tmp_path / "out"), "--allow-empty"])
+    assert result.exit_code == 0
+
+
+@pytest.mark.spark
+def test_identical_statements_are_one_process_and_the_summary_says_so(spark: object, tmp_path: Path) -> None:
+    result = CliRunner().invoke(cli, ["scan", str(DATA / "repeated.sql"), "--to", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    payload = [
+        e
+        for f in sorted(tmp_path.glob("*-entities.json"))
+        for e in json.loads(f.read_text())["entities"]
+        if e["typeName"] == "atlas_bridge_process"
+    ]
+    assert summary["processes"] == len(payload) == 1
+    assert summary["statements"] == 5
+    assert "1 process(es) (from 5 statement(s) that write; identical ones share a process)" in result.output
