@@ -40,9 +40,13 @@ def _closed_port() -> int:
         return int(s.getsockname()[1])
 
 
+_last_stdout = [""]
+
+
 def _run(args: list[str], env: dict[str, str]) -> tuple[int, str, float]:
     t0 = time.monotonic()
     proc = subprocess.run([CLI, *args], env=env, capture_output=True, text=True, timeout=900, check=False)
+    _last_stdout[0] = proc.stdout.strip().splitlines()[-1] if proc.stdout.strip() else ""
     return proc.returncode, proc.stdout + proc.stderr, time.monotonic() - t0
 
 
@@ -125,7 +129,7 @@ def main() -> None:
     # 2. Nothing listening: how long to a clear failure; then push what was kept.
     out_dir = work / "down"
     code, text, secs = _run([*scan, "--out", str(out_dir)], _env(f"http://127.0.0.1:{_closed_port()}"))
-    last = text.strip().splitlines()[-1] if text.strip() else ""
+    last = _last_stdout[0]
     leaks += _canary_hits(text, out_dir)
     with FaultServer() as srv:
         pcode, ptext, _ = _run(["push", str(out_dir / "unsent")], _env(srv.url))

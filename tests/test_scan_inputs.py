@@ -124,3 +124,37 @@ def test_identical_statements_are_one_process_and_the_summary_says_so(spark: obj
     assert summary["processes"] == len(payload) == 1
     assert summary["statements"] == 5
     assert "1 process(es) (from 5 statement(s) that write; identical ones share a process)" in result.output
+
+
+def _big_script(n: int) -> str:
+    lines = ["-- dialect: hive", "USE sales;"]
+    for i in range(n):
+        lines.append(f"INSERT INTO t{i % 7} SELECT a, b FROM src WHERE c > {i};")
+        if i == n - 5:
+            lines.append("SELECT ((((a FROM broken;")
+    return "\n".join(lines) + "\n"
+
+
+def test_a_big_plain_script_is_cut_at_statement_ends_and_gives_the_same_lineage(tmp_path: Path) -> None:
+    from atlas_bridge.model import merge_lineage
+
+    script = tmp_path / "big.sql"
+    script.write_text(_big_script(600), encoding="utf-8")
+    files, _ = bridge.discover_inputs([script])
+    whole = bridge.extract_unit(bridge.WorkUnit(files[0]), ScanOptions())
+    units = bridge.plan_units(files, ScanOptions(sql_chunk_bytes=4096))
+    assert len(units) > 5
+    assert [u.start for u in units[1:]] == [u.end for u in units[:-1]]  # contiguous, nothing lost
+    parts = [bridge.extract_unit(u, ScanOptions()) for u in units]
+    assert sum(p.statements for p in parts) == whole.statements == 602
+    # The same tables read and written, and the same problem at the same line of the file.
+    tables = {d.id for d in merge_lineage([p.lineage for p in parts]).datasets if d.id.startswith("table:")}
+    assert tables == {d.id for d in whole.lineage.datasets if d.id.startswith("table:")}
+    assert len(tables) == 8
+    bad = [(p.file, p.line) for part in parts for p in part.problems]
+    assert bad == [(w.file, w.line) for w in whole.problems] == [(files[0].name, 599)]
+
+
+def test_a_procedural_script_is_never_cut() -> None:
+    text = "CREATE PROCEDURE p AS BEGIN INSERT INTO a SELECT 1; INSERT INTO b SELECT 2; END;\n" * 200
+    assert bridge.split_script(text, 100) == [(0, len(text), 1, "")]

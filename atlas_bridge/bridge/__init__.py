@@ -48,7 +48,7 @@ from atlas_bridge.bridge.deliver import (
     check_resume_state,
     deliver,
 )
-from atlas_bridge.bridge.extract import count_statements, dialect_hint, extract_partition, extract_unit
+from atlas_bridge.bridge.extract import dialect_hint, extract_partition, extract_unit
 from atlas_bridge.bridge.inputs import (
     LOG_SUFFIXES,
     QUERY_FIELDS,
@@ -57,9 +57,11 @@ from atlas_bridge.bridge.inputs import (
     TIME_FIELDS,
     USER_FIELDS,
     classify_file,
+    count_statements,
     discover_inputs,
     partition_units,
     plan_units,
+    split_script,
 )
 from atlas_bridge.bridge.job import ExtractStats, extract_entities, spark_session
 from atlas_bridge.bridge.merge import EntityCollector, distinct_relations
@@ -117,5 +119,6 @@ __all__ = [
     "read_query_log",
     "scan",
     "spark_session",
+    "split_script",
     "write_summary",
 ]

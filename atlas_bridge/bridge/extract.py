@@ -11,7 +11,7 @@ import time
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from atlas_bridge.bridge.inputs import decode_text, make_problem, printable, read_unit
+from atlas_bridge.bridge.inputs import count_statements, decode_text, make_problem, printable, read_unit
 from atlas_bridge.bridge.querylog import read_query_log
 from atlas_bridge.bridge.types import InputKind, ScanOptions, UnitResult, WorkUnit
 from atlas_bridge.errors import AtlasBridgeError
@@ -59,10 +59,15 @@ def _extract_sql_file(unit: WorkUnit, options: ScanOptions) -> UnitResult:
     problems: list[Problem] = []
     text = decode_text(read_unit(unit), name, problems)
     schema = dict(options.schema) if options.schema is not None else None
-    dialect = dialect_hint(text) or options.dialect
+    dialect = unit.dialect or dialect_hint(text) or options.dialect
+    statements = count_statements(text)
+    if unit.first_line > 1 or unit.prelude:
+        # A piece of a big script: the script's last USE before it on line 1, then blank lines, so that
+        # line numbers are the file's own and unqualified names resolve as in the whole script.
+        text = unit.prelude + "\n" * (unit.first_line - 1) + text
     result: ExtractionResult = extract_sql_lineage(text, dialect, schema, options.default_db, file=name)
     problems.extend(p if p.file else p.model_copy(update={"file": name}) for p in result.problems)
-    return UnitResult(name, unit.file.kind, result.lineage, count_statements(text), problems)
+    return UnitResult(name, unit.file.kind, result.lineage, statements, problems)
 
 
 _DIALECT_HINT = re.compile(r"^\s*(?:--|#|/\*)\s*dialect\s*[:=]\s*([A-Za-z][\w-]*)", re.IGNORECASE)
@@ -138,30 +143,6 @@ def _extract_query_log(unit: WorkUnit, options: ScanOptions) -> UnitResult:
     out.lineage = merge_lineage(parts) if parts else Lineage()
     out.problems = problems
     return out
-
-
-_SQL_TOKEN = re.compile(
-    r"'(?:[^'\\]|\\.|'')*'?|\"(?:[^\"\\]|\\.)*\"?|`[^`]*`?|--[^\n]*|/\*.*?(?:\*/|\Z)|;|[^'\"`;/-]+|.",
-    re.DOTALL,
-)
-
-
-def count_statements(sql: str) -> int:
-    """Statements in a script, split on ``;`` outside quotes and comments (procedure bodies count per part).
-
-    >>> count_statements("select 1; -- a;\\nselect ';' ; /* ; */ ;")
-    2
-    """
-    count = 0
-    has_text = False
-    for m in _SQL_TOKEN.finditer(sql):
-        tok = m.group()
-        if tok == ";":
-            count += has_text
-            has_text = False
-        elif not has_text and not tok.startswith(("--", "/*")) and tok.strip():
-            has_text = True
-    return count + has_text
 
 
 def extract_partition(

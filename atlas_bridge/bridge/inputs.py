@@ -187,20 +187,114 @@ def pick_field(names: Sequence[str], wanted: str | None, candidates: Sequence[st
     return None
 
 
+_SQL_TOKEN = re.compile(
+    r"'(?:[^'\\]|\\.|'')*'?|\"(?:[^\"\\]|\\.)*\"?|`[^`]*`?|--[^\n]*|/\*.*?(?:\*/|\Z)|;|[^'\"`;/-]+|.",
+    re.DOTALL,
+)
+
+
+def count_statements(sql: str) -> int:
+    """Statements in a script, split on ``;`` outside quotes and comments (procedure bodies count per part).
+
+    >>> count_statements("select 1; -- a;\\nselect ';' ; /* ; */ ;")
+    2
+    """
+    count = 0
+    has_text = False
+    for m in _SQL_TOKEN.finditer(sql):
+        tok = m.group()
+        if tok == ";":
+            count += has_text
+            has_text = False
+        elif not has_text and not tok.startswith(("--", "/*")) and tok.strip():
+            has_text = True
+    return count + has_text
+
+
+_PROCEDURAL = re.compile(
+    r"\b(?:BEGIN|DECLARE|DELIMITER|CREATE\s+(?:OR\s+(?:REPLACE|ALTER)\s+)?"
+    r"(?:PROCEDURE|PROC|FUNCTION|TRIGGER|PACKAGE))\b|\$\$|^\s*GO\s*$",
+    re.IGNORECASE | re.MULTILINE,
+)
+_USE = re.compile(r"^\s*USE\s+[^;]+", re.IGNORECASE)
+
+
+def split_script(text: str, chunk_chars: int) -> list[tuple[int, int, int, str]]:
+    """Cut a plain script into pieces of about ``chunk_chars`` at statement ends.
+
+    Returns ``(start_char, end_char, first_line, prelude)`` per piece; the prelude is the last ``USE``
+    statement before the piece (so unqualified names keep their database). A script with procedural code
+    (BEGIN, DECLARE, procedures, ``$$``, ``GO``) is not cut: a ``;`` inside a body is not a statement end.
+
+    >>> split_script("use s;\\nselect 1;\\nselect 2;\\nselect 3;\\n", 12)
+    [(0, 16, 1, ''), (16, 37, 2, 'use s;')]
+    """
+    if len(text) <= chunk_chars or _PROCEDURAL.search(text):
+        return [(0, len(text), 1, "")]
+    pieces: list[tuple[int, int, int, str]] = []
+    start, line, use, piece_use = 0, 1, "", ""
+    stmt_start = 0
+    for m in _SQL_TOKEN.finditer(text):
+        if m.group() != ";":
+            continue
+        stmt = text[stmt_start : m.start()]
+        stmt_start = m.end()
+        found = _USE.match(stmt.lstrip("\n"))
+        if found:
+            use = found.group().strip() + ";"
+        if m.end() - start >= chunk_chars:
+            pieces.append((start, m.end(), line, piece_use))
+            line += text.count("\n", start, m.end())
+            start, piece_use = m.end(), use
+    if start < len(text) and text[start:].strip():
+        pieces.append((start, len(text), line, piece_use))
+    elif pieces:
+        s0, _, l0, p0 = pieces[-1]
+        pieces[-1] = (s0, len(text), l0, p0)
+    return pieces
+
+
 def plan_units(
     files: Sequence[InputFile], options: ScanOptions, *, ship_content: bool = False
 ) -> list[WorkUnit]:
-    """One unit per file; JSON-lines query logs above ``options.chunk_bytes`` in line-aligned byte ranges."""
+    """One unit per file; JSON-lines query logs above ``options.chunk_bytes`` in line-aligned byte ranges,
+    and plain SQL scripts above ``options.sql_chunk_bytes`` in pieces cut at statement ends (see
+    :func:`split_script`), so one big script spreads over every core and no task holds it all."""
     units: list[WorkUnit] = []
     for f in files:
         splittable = f.kind == InputKind.QUERY_LOG and not f.name.lower().endswith(".csv")
-        if splittable and f.size > options.chunk_bytes and not ship_content:
+        if f.kind == InputKind.SQL and f.size > options.sql_chunk_bytes:
+            units.extend(_script_units(f, options, ship_content=ship_content))
+        elif splittable and f.size > options.chunk_bytes and not ship_content:
             for start in range(0, f.size, options.chunk_bytes):
                 units.append(WorkUnit(f, start, min(start + options.chunk_bytes, f.size)))
         elif ship_content:
             units.append(WorkUnit(f, 0, f.size, Path(f.path).read_bytes()))
         else:
             units.append(WorkUnit(f, 0, f.size))
+    return units
+
+
+def _script_units(f: InputFile, options: ScanOptions, *, ship_content: bool) -> list[WorkUnit]:
+    from atlas_bridge.bridge.extract import dialect_hint
+
+    data = Path(f.path).read_bytes()
+    if b"\r" in data or looks_binary(data[:_BINARY_SNIFF]):
+        return [WorkUnit(f, 0, f.size, data if ship_content else None)]
+    text = data.decode("utf-8", errors="replace")
+    if text.encode("utf-8") != data:  # not clean UTF-8: keep it whole (the problem is reported there)
+        return [WorkUnit(f, 0, f.size, data if ship_content else None)]
+    pieces = split_script(text, options.sql_chunk_bytes)
+    if len(pieces) == 1:
+        return [WorkUnit(f, 0, f.size, data if ship_content else None)]
+    dialect = dialect_hint(text)
+    units = []
+    byte_pos = 0
+    for start, end, first_line, prelude in pieces:
+        size = len(text[start:end].encode("utf-8"))
+        content = data[byte_pos : byte_pos + size] if ship_content else None
+        units.append(WorkUnit(f, byte_pos, byte_pos + size, content, first_line, prelude, dialect))
+        byte_pos += size
     return units
 
 
@@ -255,6 +349,9 @@ def read_unit(unit: WorkUnit) -> bytes:
     if unit.content is not None:
         return unit.content
     with open(unit.file.path, "rb") as fh:
+        if unit.start > 0 or 0 <= unit.end < unit.file.size:
+            fh.seek(unit.start)
+            return fh.read((unit.end if unit.end >= 0 else unit.file.size) - unit.start)
         return fh.read()
 
 

@@ -44,6 +44,8 @@ class ScanOptions:
     time_field: str | None = None
     chunk_bytes: int = 8 * 1024 * 1024
     """Query logs larger than this are cut into line-aligned byte ranges of about this size."""
+    sql_chunk_bytes: int = 256 * 1024
+    """Plain SQL scripts larger than this are cut into pieces of about this size at statement ends."""
     partition_bytes: int = 1024 * 1024
     """Input bytes per Spark partition (at least 4 partitions per core are used)."""
     end_to_end: bool = True
@@ -53,13 +55,19 @@ class ScanOptions:
 
 @dataclasses.dataclass(frozen=True)
 class WorkUnit:
-    """A file, or a byte range ``[start, end)`` of a query log, for one executor task."""
+    """A file, or a byte range ``[start, end)`` of a query log or a big script, for one executor task."""
 
     file: InputFile
     start: int = 0
     end: int = -1
     content: bytes | None = None
     """The bytes themselves when executors cannot read the driver's files (a remote master)."""
+    first_line: int = 1
+    """Line of the file where a piece of a big script starts."""
+    prelude: str = ""
+    """The script's last ``USE`` before the piece, run first so names resolve as in the whole script."""
+    dialect: str | None = None
+    """The dialect the whole script declares in its first lines (a piece no longer holds them)."""
 
 
 @dataclasses.dataclass
