@@ -56,6 +56,7 @@ PROPERTY_KEYS: dict[str, str] = {
     _HOOK + "outputDir": "output_dir",
     _HOOK + "spoolDir": "spool_dir",
     _HOOK + "closeTimeoutSecs": "close_timeout_s",
+    _HOOK + "reuseTypes": "reuse_types",
     _HOOK + "disabled": "disabled",
     _HOOK + "queueSize": "queue_size",
     _HOOK + "synchronous": "synchronous",
@@ -199,6 +200,9 @@ class Settings(BaseSettings):
     """Hook switch: install nothing and emit nothing."""
     queue_size: int = Field(default=1000, ge=1)
     """Hook: bounded queue between Spark's listener bus and the sending thread."""
+    reuse_types: str = "default"
+    """Other hooks' types whose entities our lineage points at instead of creating its own (``hive_table,
+    hive_column,hdfs_path,...``); ``default`` = the Hive, HDFS and S3 types; ``none`` switches it off."""
     close_timeout_s: float = Field(default=5.0, ge=0)
     """Hook: the most a job's end waits for Atlas; what is not delivered by then goes to the spool."""
     synchronous: bool = False

@@ -404,7 +404,7 @@ def test_scan_with_atlas_failing_midway_keeps_the_rest(
     clean_run: tuple[Path, Counter[tuple[str, str]]], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     with FaultServer() as srv:
-        srv.add(Fault("status", status=503, path_contains="/entity/bulk", after=2, times=None))
+        srv.add(Fault("status", status=503, method="POST", path_contains="/entity/bulk", after=2, times=None))
         _fast_env(monkeypatch, srv.url)
         result = _scan(tmp_path)
         assert result.exit_code == 1, result.output

@@ -493,6 +493,30 @@ class AtlasClient:
         except AtlasNotFoundError:
             return None
 
+    def get_entities_by_qualified_names(
+        self, type_name: str, qualified_names: Sequence[str]
+    ) -> list[dict[str, Any]]:
+        """``GET /v2/entity/bulk/uniqueAttribute/type/{type}``: the ACTIVE ones there are (subtypes too)."""
+        if not qualified_names:
+            return []
+        path = f"{ENTITY_BULK_PATH}/uniqueAttribute/type/{quote(type_name, safe='')}"
+        params = {f"attr_{i}:qualifiedName": qn for i, qn in enumerate(qualified_names)}
+        try:
+            result = self._expect_dict(self._request("GET", path, params=params))
+        except AtlasNotFoundError:
+            return []  # a server that answers 404 when any one is missing: treat all as missing
+        return [e for e in result.get("entities") or [] if isinstance(e, dict)]
+
+    def delete_entity_by_qualified_name(self, type_name: str, qualified_name: str) -> dict[str, Any]:
+        """Soft-delete one entity by type and qualifiedName; a missing one is not an error."""
+        path = f"{ENTITY_PATH}/uniqueAttribute/type/{quote(type_name, safe='')}"
+        try:
+            return self._expect_dict(
+                self._request("DELETE", path, params={"attr:qualifiedName": qualified_name})
+            )
+        except AtlasNotFoundError:
+            return {}
+
     def get_entity_by_guid(self, guid: str) -> dict[str, Any]:
         """``{entity, referredEntities}``; deleted entities come back with ``status: DELETED``."""
         return self._expect_dict(self._request("GET", f"{ENTITY_PATH}/guid/{quote(guid, safe='')}"))

@@ -28,6 +28,7 @@ from atlas_bridge.errors import AtlasAuthError, AtlasError, AtlasUnavailableErro
 
 if TYPE_CHECKING:
     from atlas_bridge.atlas.client import AtlasClient
+    from atlas_bridge.atlas.reuse import EntityReuse
     from atlas_bridge.config import Settings
 
 logger = logging.getLogger(__name__)
@@ -225,8 +226,10 @@ class AtlasSink:
         spool_dir: str | os.PathLike[str] | None = None,
         *,
         retry_interval_s: float = 60.0,
+        reuse: EntityReuse | None = None,
     ) -> None:
         self.client = client
+        self.reuse = reuse
         self.spool_dir = Path(spool_dir) if spool_dir is not None else None
         self.report = PushReport()
         self.refused: AtlasAuthError | None = None
@@ -252,7 +255,7 @@ class AtlasSink:
             self._spool(batch)
             return
         try:
-            response = self.client.post_entities(batch)
+            response = self.client.post_entities(self.reuse.rewrite(batch) if self.reuse else batch)
         except (AtlasUnavailableError, AtlasAuthError) as e:
             if self.spool_dir is None:
                 raise
@@ -293,7 +296,7 @@ class AtlasSink:
         """Resend spooled batches in order; an emptied spool is cleared. Raises if Atlas is still down."""
         if self.spool_dir is None or not self.spool_pending():
             return PushReport()
-        report = push_directory(self.spool_dir, self.client)
+        report = push_directory(self.spool_dir, self.client, reuse=self.reuse)
         self.report.merge(report)
         # Every batch is now acknowledged or refused: clear the spool, keeping refused ones for a human.
         _clear_batches(self.spool_dir, keep={f.split(":", 1)[0] for f in report.failures})
@@ -332,7 +335,11 @@ def make_sink(settings: Settings, client: AtlasClient | None = None) -> Sink:
         from atlas_bridge.atlas.client import AtlasClient
 
         client = AtlasClient.from_settings(settings)
-    return AtlasSink(client, spool_dir=settings.effective_spool_dir)
+    from atlas_bridge.atlas.reuse import reuse_from_settings
+
+    return AtlasSink(
+        client, spool_dir=settings.effective_spool_dir, reuse=reuse_from_settings(settings, client)
+    )
 
 
 def push_directory(
@@ -340,6 +347,7 @@ def push_directory(
     client: AtlasClient,
     *,
     progress: Callable[[int, int], None] | None = None,
+    reuse: EntityReuse | None = None,
 ) -> PushReport:
     """Send a :class:`FileSink` folder to Atlas, in manifest order, skipping what was already delivered.
 
@@ -369,7 +377,7 @@ def push_directory(
         else:
             batch = json.loads(text)
             try:
-                response = client.post_entities(batch)
+                response = client.post_entities(reuse.rewrite(batch) if reuse else batch)
             except (AtlasUnavailableError, AtlasAuthError):
                 raise  # Atlas is gone, or refuses the login (never retried: it can lock the account)
             except AtlasError as e:

@@ -86,8 +86,12 @@ class AtlasDelivery:
     is an error of that batch only.
     """
 
-    def __init__(self, client: Any, target: str, unsent_dir: str | os.PathLike[str]) -> None:
+    def __init__(
+        self, client: Any, target: str, unsent_dir: str | os.PathLike[str], *, reuse: Any | None = None
+    ) -> None:
         self.client = client
+        self.reuse = reuse
+        """An :class:`~atlas_bridge.atlas.reuse.EntityReuse`: other hooks' datasets are used, not made."""
         self.target = target
         self.unsent_dir = Path(unsent_dir)
         self.down: AtlasError | None = None
@@ -99,7 +103,7 @@ class AtlasDelivery:
         if self.down is not None:
             raise self.down
         try:
-            response = self.client.post_entities(batch)
+            response = self.client.post_entities(self.reuse.rewrite(batch) if self.reuse else batch)
         except (AtlasUnavailableError, AtlasAuthError) as e:
             self.down = e
             raise
@@ -267,6 +271,10 @@ class DeliveryStats:
     kept: int = 0
     """Batches not acknowledged by Atlas and written to ``kept_dir`` instead (``push`` sends them)."""
     kept_dir: str | None = None
+    pruned: int = 0
+    """Entities of earlier runs deleted by ``--prune`` (or listed, with ``--prune-dry-run``)."""
+    prune_list: list[str] = dataclasses.field(default_factory=list)
+    prune_note: str | None = None
     resume_reset: str | None = None
     """Why the resume state was dropped before this delivery (it did not match Atlas), if it was."""
     errors: list[str] = dataclasses.field(default_factory=list)

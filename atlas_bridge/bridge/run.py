@@ -13,6 +13,15 @@ from atlas_bridge.bridge.deliver import Delivery, DeliveryStats, SentState, chec
 from atlas_bridge.bridge.inputs import discover_inputs, plan_units
 from atlas_bridge.bridge.job import ExtractStats, extract_entities, running_session, spark_session
 from atlas_bridge.bridge.merge import EntityCollector
+from atlas_bridge.bridge.prune import (
+    Produced,
+    read_record,
+    record_path,
+    scope_key,
+    stale_entities,
+    write_record,
+)
+from atlas_bridge.bridge.prune import prune as prune_entities
 from atlas_bridge.bridge.summary import ScanSummary
 from atlas_bridge.bridge.types import Progress, ScanOptions
 from atlas_bridge.model import Severity
@@ -38,6 +47,7 @@ def scan(
     max_entities: int = 500,
     partitions: int | None = None,
     progress: Progress | None = None,
+    prune: str = "off",
 ) -> ScanSummary:
     """Discover, extract on Spark, merge, convert and deliver; returns the closing report.
 
@@ -50,6 +60,8 @@ def scan(
         resume: skip batches the state says were acknowledged (False: send all, still record).
         max_entities: largest batch.
         progress: ``progress(phase, done, total)``; the library itself only logs.
+        prune: ``off`` (record what this run produced), ``on`` (also delete what the previous run of
+            the same scope produced and this one did not), ``dry-run`` (list it); see :mod:`.prune`.
     """
     options = options or ScanOptions()
     timings: dict[str, float] = {}
@@ -109,9 +121,10 @@ def scan(
         )
         reset = check_resume_state(state, delivery) if state is not None and resume else None
         keep = getattr(delivery, "keep", None)
+        produced = Produced()
         try:
             dstats = deliver(
-                collector.batches(max_entities),
+                produced.watch(collector.batches(max_entities)),
                 delivery,
                 state,
                 skip_acknowledged=resume,
@@ -123,7 +136,46 @@ def scan(
             if state is not None:
                 state.close()
     timings["deliver"] = dstats.deliver_s
+    if state_dir is not None and hasattr(delivery, "client"):
+        _record_and_prune(delivery, namespace, paths, state_dir, stats, dstats, produced, prune)
     dstats.resume_reset = reset
     if dstats.kept:
         dstats.kept_dir = str(getattr(delivery, "unsent_dir", ""))
     return ScanSummary(delivery.target, files, notes, stats, counts, dstats, timings)
+
+
+def _record_and_prune(
+    delivery: Delivery,
+    namespace: str,
+    paths: Sequence[str | os.PathLike[str]],
+    state_dir: str | os.PathLike[str],
+    stats: ExtractStats,
+    dstats: DeliveryStats,
+    produced: Produced,
+    mode: str,
+) -> None:
+    """Record what a complete run produced for its scope; with ``prune``, take back what is gone."""
+    complete = (
+        not dstats.errors
+        and not dstats.kept
+        and not any(p.severity is Severity.ERROR for p in stats.problems)
+    )
+    scope = scope_key(delivery.target, namespace, [str(p) for p in paths])
+    path = record_path(state_dir, scope)
+    if not complete:
+        if mode != "off":
+            dstats.prune_note = "not pruned: the run had errors or batches not delivered"
+            logger.warning("%s", dstats.prune_note)
+        return
+    stale = stale_entities(read_record(path), produced.entities)
+    if mode != "off":
+        dstats.prune_list = [f"{t} {q}" for t, q in stale]
+        deleted, errors = prune_entities(vars(delivery)["client"], stale, dry_run=mode == "dry-run")
+        dstats.pruned = len(stale) if mode == "dry-run" else deleted
+        dstats.errors.extend(errors)
+        verb = "would delete" if mode == "dry-run" else "deleted"
+        logger.info("prune: %s %d entit(y/ies) earlier runs of this scope made", verb, dstats.pruned)
+        if errors:
+            return  # keep the old record: the next run tries again
+    if mode != "dry-run":
+        write_record(path, scope, produced.entities)

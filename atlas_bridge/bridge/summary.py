@@ -70,6 +70,7 @@ class ScanSummary:
             },
             "unsent": {"folder": d.kept_dir, "push": push_command(d.kept_dir)} if d.kept else None,
             "resume_reset": d.resume_reset,
+            "pruned": {"entities": d.pruned, "note": d.prune_note} if d.pruned or d.prune_note else None,
             "entities": {
                 "total": d.entities,
                 "created": d.created,
@@ -109,6 +110,11 @@ class ScanSummary:
             lines.append(f"entities:   {d.created} created, {d.updated} updated, {d.unchanged} unchanged")
         if d.resume_reset:
             lines.append(f"resume:     {d.resume_reset}")
+        if d.pruned or d.prune_note:
+            lines.append(
+                f"pruned:     {d.pruned} entit(y/ies) of earlier runs"
+                + (f"; {d.prune_note}" if d.prune_note else "")
+            )
         if d.kept:
             lines.append(f"unsent:     {d.kept} batch(es) Atlas did not acknowledge are kept in {d.kept_dir}")
         errors = s["errors"]

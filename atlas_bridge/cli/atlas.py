@@ -196,6 +196,7 @@ def push(
     from tqdm import tqdm
     from tqdm.contrib.logging import logging_redirect_tqdm
 
+    from atlas_bridge.atlas.reuse import reuse_from_settings
     from atlas_bridge.atlas.sink import pending_batches, push_directory
     from atlas_bridge.atlas.typedefs import register_typedefs
 
@@ -229,7 +230,9 @@ def push(
             bar.update(done - bar.n)
 
         try:
-            report = push_directory(directory, client, progress=progress)
+            report = push_directory(
+                directory, client, progress=progress, reuse=reuse_from_settings(settings, client)
+            )
         except ConfigError as e:
             raise click.UsageError(str(e)) from e
         except AtlasError as e:

@@ -101,6 +101,13 @@ def register(group: click.Group) -> None:
 )
 @click.option("--no-progress", is_flag=True, help="No progress bar (log lines only).")
 @click.option(
+    "--prune",
+    is_flag=True,
+    help="After a complete run to Atlas, delete the processes and column lineage earlier runs of the same "
+    "roots and namespace made that this run no longer makes (never datasets, never other tools' entities).",
+)
+@click.option("--prune-dry-run", is_flag=True, help="List what --prune would delete; delete nothing.")
+@click.option(
     "--allow-empty", is_flag=True, help="Exit 0 when no input is found (default: exit 1, a mistyped path)."
 )
 def scan_command(
@@ -121,6 +128,8 @@ def scan_command(
     partitions: int | None,
     no_resume: bool,
     no_progress: bool,
+    prune: bool,
+    prune_dry_run: bool,
     allow_empty: bool,
 ) -> None:
     """Scan PATH... for SQL scripts (.sql .hql .ddl), SQLFlow exports (.xml .json) and query logs
@@ -163,6 +172,7 @@ def scan_command(
                 partitions=partitions,
                 progress=progress,
                 resume=not no_resume,
+                prune="dry-run" if prune_dry_run else "on" if prune else "off",
             )
     except KeyboardInterrupt:
         click.echo("interrupted; re-run to resume", err=True)
@@ -189,6 +199,9 @@ def scan_command(
         click.echo(f"page:       {write_lineage_page(Path(settings.output_dir))}")
     path = bridge.write_summary(summary, report_dir)
     click.echo(summary.render())
+    if prune_dry_run:
+        for line in summary.delivery.prune_list:
+            click.echo(f"  would delete {line}")
     click.echo(f"summary:    {path}")
     if summary.delivery.kept:
         click.echo(
@@ -232,7 +245,12 @@ def _prepare(
             FileSink(unsent, fresh=True)  # last run's unsent batches: this run sends or keeps them again
         # The resume state makes an interrupted delivery restart where it stopped; what Atlas does not
         # acknowledge in this run is kept in `unsent` for `atlas-bridge push`.
-        delivery: Any = bridge.AtlasDelivery(client, "atlas:" + ",".join(settings.base_urls), unsent)
+        from atlas_bridge.atlas.reuse import reuse_from_settings
+
+        target = "atlas:" + ",".join(settings.base_urls)
+        delivery: Any = bridge.AtlasDelivery(
+            client, target, unsent, reuse=reuse_from_settings(settings, client)
+        )
         try:
             logger.info("typedefs: %s", register_typedefs(client).summary())
         except (AtlasUnavailableError, AtlasAuthError) as e:

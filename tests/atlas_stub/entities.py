@@ -549,6 +549,28 @@ class EntityStore:
         stored = self._lookup_unique(type_name, params)
         return {"entity": self._entity_json(stored["guid"]), "referredEntities": {}}
 
+    def _get_entities_by_attrs(self, path: str, params: dict[str, list[str]], body: Any) -> Any:
+        """§2.5 bulk lookup: ``attr_<n>:qualifiedName=..``; ACTIVE matches of the type or its subtypes."""
+        type_name = path.split("/")[5]
+        if self._entity_def(type_name) is None:
+            raise AtlasHTTPError(400, "ATLAS-400-00-014", f"Type ENTITY with name {type_name} does not exist")
+        found = []
+        for key in sorted(params, key=lambda k: (len(k), k)):
+            prefix, _, attr = key.partition(":")
+            if not prefix.startswith("attr_") or attr != "qualifiedName":
+                continue
+            stored = self._find_unique(type_name, {attr: params[key][0]})
+            if stored is not None:
+                found.append(self._entity_json(stored["guid"]))
+        return {"entities": found, "referredEntities": {}}
+
+    def _delete_entity_by_attr(self, path: str, params: dict[str, list[str]], body: Any) -> Any:
+        type_name = path.split("/")[4]
+        stored = self._lookup_unique(type_name, params)
+        deleted: list[str] = []
+        self._soft_delete(stored["guid"], deleted)
+        return {"mutatedEntities": {"DELETE": [self._header(g) for g in deleted]} if deleted else {}}
+
     def _delete_entity(self, path: str, params: dict[str, list[str]], body: Any) -> Any:
         guid = path.split("/")[3]
         deleted: list[str] = []

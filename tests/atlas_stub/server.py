@@ -111,6 +111,8 @@ class AtlasStub(TypeRegistry, EntityStore, LineageGraph):
             ("GET", r"/entity/guid/([^/?]+)/?", self._get_entity_by_guid),
             ("DELETE", r"/entity/guid/([^/?]+)/?", self._delete_entity),
             ("GET", r"/entity/uniqueAttribute/type/([^/?]+)/?", self._get_entity_by_attr),
+            ("DELETE", r"/entity/uniqueAttribute/type/([^/?]+)/?", self._delete_entity_by_attr),
+            ("GET", r"/entity/bulk/uniqueAttribute/type/([^/?]+)/?", self._get_entities_by_attrs),
             ("GET", r"/lineage/uniqueAttribute/type/([^/?]+)/?", self._get_lineage_by_attr),
             ("GET", r"/lineage/([^/?]+)/?", self._get_lineage),
         ]

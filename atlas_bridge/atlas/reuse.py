@@ -1,0 +1,188 @@
+"""Join the estate a site already has: point our lineage at the datasets other hooks made.
+
+Most Atlas installations hold ``hive_table`` / ``hive_column`` (the Hive hook, ``import-hive.sh``),
+``hdfs_path`` and S3 entities. Our qualifiedNames follow the same conventions (:mod:`atlas_bridge.naming`),
+so before a batch goes out the datasets and columns in it are looked up, in bulk and cached per run,
+under those types; a match replaces our entity: it is left out of the batch (another hook owns it, we send
+no attribute of it) and every reference to it names the other type instead. ``Process.inputs/outputs``
+take any ``DataSet``, so our processes and column lineage then hang off the Hive hook's own tables and the
+two lineages join up. What is not found is created as our own type, as before.
+
+:func:`rewrite_batch` is pure; :class:`EntityReuse` does the lookups through the client.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
+
+from atlas_bridge.errors import AtlasError
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_REUSE_TYPES: dict[str, tuple[str, ...]] = {
+    "atlas_bridge_table": ("hive_table",),
+    "atlas_bridge_view": ("hive_table",),
+    "atlas_bridge_column": ("hive_column",),
+    "atlas_bridge_path": ("hdfs_path", "aws_s3_v2_directory", "aws_s3_v2_object", "aws_s3_pseudo_dir"),
+}
+"""Our dataset type -> the types other hooks make for the same thing, looked up in this order."""
+
+_COLUMN_TYPE = "atlas_bridge_column"
+_COLUMNS_RELATIONSHIP = "atlas_bridge_dataset_columns"
+
+
+def parse_reuse_types(spec: str | Sequence[str] | None) -> dict[str, tuple[str, ...]]:
+    """``"none"`` / ``""`` switches reuse off; ``"hive_table,hive_column"`` keeps only those foreign types.
+
+    >>> parse_reuse_types("none")
+    {}
+    >>> parse_reuse_types("hive_table")["atlas_bridge_table"]
+    ('hive_table',)
+    >>> "atlas_bridge_column" in parse_reuse_types("hive_table")
+    False
+    """
+    if spec is None:
+        return dict(DEFAULT_REUSE_TYPES)
+    names = [s.strip() for s in (spec.split(",") if isinstance(spec, str) else spec) if s.strip()]
+    if not names or names == ["none"]:
+        return {}
+    if names == ["default"]:
+        return dict(DEFAULT_REUSE_TYPES)
+    wanted = set(names)
+    out = {ours: tuple(t for t in theirs if t in wanted) for ours, theirs in DEFAULT_REUSE_TYPES.items()}
+    for extra in wanted - {t for ts in DEFAULT_REUSE_TYPES.values() for t in ts}:
+        logger.warning("reuse type %r is not one we know how to match; ignored", extra)
+    return {k: v for k, v in out.items() if v}
+
+
+def rewrite_batch(batch: Mapping[str, Any], found: Mapping[str, str]) -> dict[str, Any]:
+    """The batch with every entity whose qualifiedName is in ``found`` (qn -> foreign type) left out and
+    every reference to it pointing at the foreign entity; pure, the input is not changed.
+
+    A column of ours whose table is now a foreign table loses its ``table`` end (a foreign table cannot
+    own our column type) but keeps its lineage.
+    """
+    dropped: dict[str, tuple[str, str]] = {}  # placeholder guid -> (foreign type, qn)
+    kept: list[dict[str, Any]] = []
+    for entity in batch.get("entities") or []:
+        qn = (entity.get("attributes") or {}).get("qualifiedName")
+        if isinstance(qn, str) and qn in found and entity.get("typeName") in DEFAULT_REUSE_TYPES:
+            dropped[str(entity.get("guid"))] = (found[qn], qn)
+        else:
+            kept.append(entity)
+    if not dropped:
+        return dict(batch)
+    by_qn = {qn: t for t, qn in dropped.values()} | dict(found)
+
+    def ref(value: Any) -> Any:
+        if isinstance(value, list):
+            return [ref(v) for v in value]
+        if not isinstance(value, dict) or "typeName" not in value:
+            return value
+        qn = (value.get("uniqueAttributes") or {}).get("qualifiedName")
+        target = dropped.get(str(value.get("guid"))) or ((by_qn[qn], qn) if qn in by_qn else None)
+        if target is None or value.get("typeName") not in DEFAULT_REUSE_TYPES:
+            return value
+        out = {"typeName": target[0], "uniqueAttributes": {"qualifiedName": target[1]}}
+        if "relationshipType" in value:
+            out["relationshipType"] = value["relationshipType"]
+        return out
+
+    entities = []
+    for entity in kept:
+        rels = dict(entity.get("relationshipAttributes") or {})
+        if entity.get("typeName") == _COLUMN_TYPE:
+            table = rels.get("table")
+            if isinstance(table, dict) and ref(table) is not table:
+                rels.pop("table")
+        rels = {k: ref(v) for k, v in rels.items()}
+        new = dict(entity)
+        if rels or "relationshipAttributes" in entity:
+            new["relationshipAttributes"] = rels
+        entities.append(new)
+    out = dict(batch)
+    out["entities"] = entities
+    return out
+
+
+def dataset_names(batch: Mapping[str, Any]) -> dict[str, list[str]]:
+    """Our dataset types in a batch -> their qualifiedNames (what there is to look up)."""
+    out: dict[str, list[str]] = {}
+    for entity in batch.get("entities") or []:
+        type_name = entity.get("typeName")
+        qn = (entity.get("attributes") or {}).get("qualifiedName")
+        if type_name in DEFAULT_REUSE_TYPES and isinstance(qn, str):
+            out.setdefault(str(type_name), []).append(qn)
+    return out
+
+
+def reuse_from_settings(settings: Any, client: Any) -> EntityReuse | None:
+    """The reuse a run's settings ask for (None when switched off)."""
+    types = parse_reuse_types(getattr(settings, "reuse_types", "default"))
+    return EntityReuse(client.get_entities_by_qualified_names, types) if types else None
+
+
+class EntityReuse:
+    """Looks up, per run and in bulk, which of a batch's datasets exist under other hooks' types.
+
+    ``lookup(type_name, qualified_names)`` returns the entities found (the client's
+    ``get_entities_by_qualified_names``). Results, found or not, are cached for the run.
+    """
+
+    def __init__(
+        self,
+        lookup: Callable[[str, Sequence[str]], list[dict[str, Any]]],
+        types: Mapping[str, Iterable[str]] | None = None,
+        *,
+        chunk: int = 100,
+    ) -> None:
+        self._lookup = lookup
+        self.types = {k: tuple(v) for k, v in (DEFAULT_REUSE_TYPES if types is None else types).items()}
+        self.chunk = chunk
+        self._cache: dict[str, str | None] = {}
+        self._absent: set[str] = set()
+        self.lookups = 0
+        """Lookup requests made."""
+        self.reused = 0
+        """Entities of ours left out because another hook's entity has the same qualifiedName."""
+        self.looked_up = 0
+
+    def rewrite(self, batch: Mapping[str, Any]) -> dict[str, Any]:
+        if not self.types:
+            return dict(batch)
+        for our_type, names in dataset_names(batch).items():
+            todo = [qn for qn in dict.fromkeys(names) if qn not in self._cache]
+            self.looked_up += len(todo)
+            for foreign in self.types.get(our_type, ()):
+                if not todo:
+                    break
+                if foreign in self._absent:
+                    continue
+                for i in range(0, len(todo), self.chunk):
+                    part = todo[i : i + self.chunk]
+                    self.lookups += 1
+                    try:
+                        entities = self._lookup(foreign, part)
+                    except AtlasError as e:
+                        if e.status_code != 400:
+                            raise  # Atlas down or refusing: the batch is not sent, as for its POST
+                        # ATLAS-400-00-014: this Atlas has no such type (no Hive hook here): never ask again.
+                        logger.info("no %s entities to reuse: %s", foreign, e.error_code or e)
+                        self._absent.add(foreign)
+                        break
+                    for entity in entities:
+                        qn = (entity.get("attributes") or {}).get("qualifiedName")
+                        # A subtype of ours would match too (Atlas matches subtypes): only foreign ones count.
+                        if isinstance(qn, str) and not str(entity.get("typeName", "")).startswith(
+                            "atlas_bridge"
+                        ):
+                            self._cache[qn] = str(entity.get("typeName") or foreign)
+                todo = [qn for qn in todo if qn not in self._cache]
+            for qn in todo:
+                self._cache[qn] = None
+        found = {qn: t for qn, t in self._cache.items() if t is not None}
+        out = rewrite_batch(batch, found)
+        self.reused += len(batch.get("entities") or []) - len(out.get("entities") or [])
+        return out
