@@ -72,7 +72,7 @@ def rewrite_batch(batch: Mapping[str, Any], found: Mapping[str, str]) -> dict[st
             dropped[str(entity.get("guid"))] = (found[qn], qn)
         else:
             kept.append(entity)
-    if not dropped:
+    if not found:
         return dict(batch)
     by_qn = {qn: t for t, qn in dropped.values()} | dict(found)
 
@@ -108,13 +108,25 @@ def rewrite_batch(batch: Mapping[str, Any], found: Mapping[str, str]) -> dict[st
 
 
 def dataset_names(batch: Mapping[str, Any]) -> dict[str, list[str]]:
-    """Our dataset types in a batch -> their qualifiedNames (what there is to look up)."""
+    """Our dataset types in a batch -> their qualifiedNames (what there is to look up): the entities,
+    and the references to ones an earlier batch held (that batch may have been sent by an earlier run)."""
     out: dict[str, list[str]] = {}
-    for entity in batch.get("entities") or []:
-        type_name = entity.get("typeName")
-        qn = (entity.get("attributes") or {}).get("qualifiedName")
+
+    def add(type_name: Any, qn: Any) -> None:
         if type_name in DEFAULT_REUSE_TYPES and isinstance(qn, str):
             out.setdefault(str(type_name), []).append(qn)
+
+    def refs(value: Any) -> None:
+        if isinstance(value, list):
+            for v in value:
+                refs(v)
+        elif isinstance(value, dict) and "typeName" in value:
+            add(value.get("typeName"), (value.get("uniqueAttributes") or {}).get("qualifiedName"))
+
+    for entity in batch.get("entities") or []:
+        add(entity.get("typeName"), (entity.get("attributes") or {}).get("qualifiedName"))
+        for value in (entity.get("relationshipAttributes") or {}).values():
+            refs(value)
     return out
 
 
