@@ -142,6 +142,7 @@ def scan_command(
     from atlas_bridge import bridge
 
     _log_progress_lines()
+    _quiet_py4j_on_interrupt()
     try:
         settings, delivery, report_dir = _prepare(to, out_dir, namespace, config_file)
         options = bridge.ScanOptions(
@@ -282,6 +283,24 @@ def _load_schema(schema_file: Path | None, paths: tuple[Path, ...]) -> dict[str,
         msg = f"schema {schema_file} must be a JSON object ({{db: {{table: {{column: type}}}}}})"
         raise ConfigError(msg)
     return data
+
+
+class _Py4JInterruptFilter(logging.Filter):
+    """Ctrl-C inside a py4j call makes py4j log its broken connection with full tracebacks (to the root
+    logger): they say nothing a user needs once "interrupted" is printed."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        from_py4j = "py4j" in record.pathname or "pyspark" in record.pathname
+        exc = record.exc_info[1] if record.exc_info else None
+        interrupted = isinstance(exc, KeyboardInterrupt) or "while sending command" in record.getMessage()
+        return not (from_py4j and interrupted)
+
+
+def _quiet_py4j_on_interrupt() -> None:
+    root = logging.getLogger()
+    for handler in root.handlers:
+        if not any(isinstance(f, _Py4JInterruptFilter) for f in handler.filters):
+            handler.addFilter(_Py4JInterruptFilter())
 
 
 def _log_progress_lines() -> None:
