@@ -62,11 +62,13 @@ def _big_batch() -> dict[str, Any]:
 
 def _settings(servers: str, tmp_path: Path, **kw: Any) -> Settings:
     return Settings(
-        kafka_bootstrap_servers=servers,
-        namespace=NS,
-        output_dir=tmp_path / "out",
-        kafka_request_timeout_s=3,
-        **kw,
+        **{
+            "kafka_bootstrap_servers": servers,
+            "namespace": NS,
+            "output_dir": tmp_path / "out",
+            "kafka_request_timeout_s": 3,
+            **kw,
+        }
     )
 
 
@@ -282,3 +284,31 @@ def test_the_spark_hook_publishes_to_kafka(kafka_broker: Broker, spark: Any, tmp
         {e["typeName"] for e in entities}
     )
     assert handle.stats.emit_errors == 0
+
+
+def test_refused_or_failed_sasl_leaks_no_secret(
+    kafka_broker: Broker, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    import logging
+
+    from atlas_bridge.errors import AtlasError
+
+    caplog.set_level(logging.DEBUG)
+    secret = "Kafka-Canary-9f3a"
+    settings = _settings(
+        kafka_broker.servers,
+        tmp_path,
+        kafka_security_protocol="SASL_PLAINTEXT",
+        kafka_sasl_mechanism="PLAIN",
+        kafka_sasl_username="hook",
+        kafka_sasl_password=secret,
+    )
+    sink = KafkaSink.from_settings(settings)
+    with pytest.raises(AtlasError) as info:
+        sink.client.post_entities(_golden_batches()[0])
+    sink.emit(_golden_batches()[0])
+    sink.close()
+    assert sink.report.spooled == 1
+    files = "".join(p.read_text(errors="replace") for p in tmp_path.rglob("*") if p.is_file())
+    for text in (str(info.value), repr(info.value), caplog.text, files, repr(settings)):
+        assert secret not in text

@@ -299,9 +299,12 @@ def producer_config(settings: Settings) -> dict[str, Any]:
                 settings.kafka_sasl_kerberos_service_name or options.get("serviceName") or "kafka"
             )
         else:
-            username = options.get("username") or settings.kafka_sasl_username
-            password = options.get("password") or (
-                settings.kafka_sasl_password.get_secret_value() if settings.kafka_sasl_password else None
+            # Our own settings (arguments, environment) win over the JAAS line of the file.
+            username = settings.kafka_sasl_username or options.get("username")
+            password = (
+                settings.kafka_sasl_password.get_secret_value()
+                if settings.kafka_sasl_password
+                else options.get("password")
             )
             if not username or password is None:
                 msg = (
@@ -405,6 +408,9 @@ class KafkaPublisher:
         publisher = cls(producer_config(settings), **kwargs)
         publisher.source = {"source": SOURCE_NAME, "version": __version__}
         return publisher
+
+    name = "Kafka"
+    """How log lines of the sinks call this destination."""
 
     @property
     def base_url(self) -> str:

@@ -289,10 +289,15 @@ class AtlasSink:
                 self.refused = e
             else:
                 self._down_until = time.monotonic() + self.retry_interval_s
-            logger.warning("Atlas did not take the batch; kept in %s: %s", self.spool_dir, e)
+            logger.warning("%s did not take the batch; kept in %s: %s", self._name, self.spool_dir, e)
             self._spool(batch)
             return
         self.report.add_response(batch, response)
+
+    @property
+    def _name(self) -> str:
+        """What the batches go to, for log lines ("Atlas", or "Kafka" for a publisher)."""
+        return str(getattr(self.client, "name", "Atlas"))
 
     @property
     def offline(self) -> bool:
@@ -343,7 +348,8 @@ class AtlasSink:
                 self.flush_spool()
             except (AtlasUnavailableError, AtlasAuthError) as e:
                 logger.warning(
-                    "Atlas still unavailable; %d batches stay in %s: %s",
+                    "%s still unavailable; %d batches stay in %s: %s",
+                    self._name,
                     self.spool_pending(),
                     self.spool_dir,
                     e,
