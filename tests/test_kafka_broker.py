@@ -16,7 +16,7 @@ from click.testing import CliRunner
 from fixtures_kafka import Broker, free_port
 
 from atlas_bridge.atlas.client import AtlasClient
-from atlas_bridge.atlas.kafka import batches_from_messages, decode_messages
+from atlas_bridge.atlas.kafka import KafkaPublisher, batches_from_messages, decode_messages
 from atlas_bridge.atlas.sink import KafkaSink, make_sink, read_directory_entities
 from atlas_bridge.atlas.typedefs import register_typedefs
 from atlas_bridge.cli import cli
@@ -312,3 +312,37 @@ def test_refused_or_failed_sasl_leaks_no_secret(
     files = "".join(p.read_text(errors="replace") for p in tmp_path.rglob("*") if p.is_file())
     for text in (str(info.value), repr(info.value), caplog.text, files, repr(settings)):
         assert secret not in text
+
+
+def test_a_job_ending_cuts_a_publish_that_waits_for_brokers(tmp_path: Path) -> None:
+    """go_offline() (the hook's job end) frees a batch stuck looking for brokers; it and later ones are kept
+    on disk."""
+    import threading
+
+    from kafka import KafkaProducer
+
+    started = threading.Event()
+
+    def producer(**config: Any) -> Any:
+        started.set()
+        return KafkaProducer(**config)  # the real client, looking for a broker for up to 30 s
+
+    settings = _settings(f"127.0.0.1:{free_port()}", tmp_path, kafka_request_timeout_s=30)
+    sink = KafkaSink(KafkaPublisher.from_settings(settings, producer_factory=producer), tmp_path / "spool")
+    batches = _golden_batches()
+    worker = threading.Thread(target=sink.emit, args=(batches[0],))
+    worker.start()
+    assert started.wait(10)
+    sink.go_offline()
+    worker.join(10)
+    assert not worker.is_alive(), "the publish was not cut"
+    sink.emit(batches[1])  # offline: kept at once
+    closer = threading.Thread(target=sink.close)
+    closer.start()
+    closer.join(10)
+    assert not closer.is_alive(), "close() waited for the cut publish"
+    assert sink.report.spooled == 2
+    assert [e["file"] for e in json.loads((tmp_path / "spool" / "manifest.json").read_text())["batches"]] == [
+        "0001-entities.json",
+        "0002-entities.json",
+    ]

@@ -334,6 +334,17 @@ def producer_config(settings: Settings) -> dict[str, Any]:
 # -- I/O: publishing ------------------------------------------------------------------------------------
 
 
+def _require_client() -> Callable[..., Any]:
+    """kafka-python's producer class, or a :class:`ConfigError` saying how to install it."""
+    try:
+        from kafka import KafkaProducer
+    except ImportError as e:
+        msg = "Kafka delivery needs kafka-python: pip install 'atlas-bridge[kafka]'"
+        raise ConfigError(msg) from e
+    producer: Callable[..., Any] = KafkaProducer
+    return producer
+
+
 def _local_address() -> str:
     """What Atlas's hooks put in ``msgSourceIP`` (``Inet4Address.getLocalHost()``), or "" when unknown."""
     try:
@@ -386,6 +397,9 @@ class KafkaPublisher:
         self._factory = producer_factory
         self._producer: Any = None
         self._lock = threading.Lock()
+        self._aborted = False
+        self._waiting: set[threading.Event] = set()
+        self._waiting_lock = threading.Lock()
         self._source_ip: str | None = None
         self._msg_prefix = str(uuid.uuid4())
         self._msg_counter = 0
@@ -405,6 +419,8 @@ class KafkaPublisher:
         kwargs.setdefault("max_length_bytes", settings.message_max_length_bytes)
         kwargs.setdefault("compression", settings.message_compression)
         kwargs.setdefault("timeout_s", settings.kafka_request_timeout_s)
+        if kwargs.get("producer_factory") is None:
+            _require_client()  # say so now, not once per batch
         publisher = cls(producer_config(settings), **kwargs)
         publisher.source = {"source": SOURCE_NAME, "version": __version__}
         return publisher
@@ -434,34 +450,65 @@ class KafkaPublisher:
         )
 
     def post_entities(self, batch: Mapping[str, Any]) -> dict[str, Any]:
-        """Publish one batch and wait until the brokers acknowledge every message of it."""
+        """Publish one batch and wait until the brokers acknowledge every message of it.
+
+        The client's calls (connecting, sending, waiting) run in a helper thread, so :meth:`abort` frees
+        the caller at once even while kafka-python is still looking for a broker.
+        """
+        if self._aborted:
+            raise self._cut()
         values = [m.encode("utf-8") for m in self.messages_for(batch)]
         t0 = time.monotonic()
-        with self._lock:
+        outcome: dict[str, Exception | None] = {}
+        done = threading.Event()
+
+        def publish() -> None:
             try:
-                producer = self._get_producer()
-                futures = [producer.send(self.topic, key=self.key, value=v) for v in values]
-                producer.flush(timeout=self.timeout_s)
-                for future in futures:
-                    future.get(timeout=max(0.001, self.timeout_s - (time.monotonic() - t0)))
-            except Exception as e:
-                self._drop_producer()
-                raise self._error(e, time.monotonic() - t0) from None
+                with self._lock:
+                    try:
+                        producer = self._get_producer()
+                        futures = [producer.send(self.topic, key=self.key, value=v) for v in values]
+                        producer.flush(timeout=self.timeout_s)
+                        for future in futures:
+                            future.get(timeout=max(0.001, self.timeout_s - (time.monotonic() - t0)))
+                        outcome["ok"] = None
+                    except Exception as e:
+                        self._drop_producer()
+                        outcome["error"] = e
+            finally:
+                done.set()
+
+        with self._waiting_lock:
+            self._waiting.add(done)
+        try:
+            threading.Thread(target=publish, name="atlas-bridge-kafka", daemon=True).start()
+            # Bounded: each client call above is bounded by timeout_s (bootstrap, metadata, acks).
+            done.wait(4 * self.timeout_s + 5)  # set by the thread, or at once by abort()
+        finally:
+            with self._waiting_lock:
+                self._waiting.discard(done)
+        error = outcome.get("error")
+        if error is not None:
+            raise self._error(error, time.monotonic() - t0)
+        if "ok" not in outcome:  # cut by abort(), or the client hung past every bound
+            raise self._cut()
         self.messages += len(values)
         self.bytes += sum(len(v) for v in values)
         entities = len(batch.get("entities") or []) + len(batch.get("referredEntities") or {})
         return {"published": entities, "messages": len(values)}
 
+    def _cut(self) -> KafkaUnavailableError:
+        return KafkaUnavailableError(
+            f"publishing to Kafka at {self.servers} was cut (the process is ending, or the brokers hang)",
+            servers=self.servers,
+            topic=self.topic,
+        )
+
     def _get_producer(self) -> Any:
         if self._producer is None:
             factory = self._factory
             if factory is None:
-                try:
-                    from kafka import KafkaProducer
-                except ImportError as e:
-                    msg = "Kafka delivery needs kafka-python: pip install 'atlas-bridge[kafka]'"
-                    raise ConfigError(msg) from e
-                factory = KafkaProducer
+                factory = _require_client()
             self._producer = factory(**self._config)
         return self._producer
 
@@ -493,7 +540,13 @@ class KafkaPublisher:
         )
 
     def abort(self) -> None:
-        """Cut what is in flight (a job ending must not wait); the batch is then kept by the caller."""
+        """Cut what is in flight and fail every later batch at once (a job ending must not wait): the
+        caller keeps those batches (spool, unsent folder)."""
+        self._aborted = True
+        with self._waiting_lock:
+            waiting = list(self._waiting)
+        for event in waiting:
+            event.set()
         producer = self._producer
         if producer is not None:
             try:
@@ -502,11 +555,18 @@ class KafkaPublisher:
                 logger.debug("aborting the Kafka producer: %s", e.__class__.__name__)
 
     def close(self) -> None:
-        """Send what is buffered (bounded by ``timeout_s``) and release the connection."""
-        with self._lock:
+        """Send what is buffered (bounded by ``timeout_s``; at once after :meth:`abort`) and release the
+        connection."""
+        wait = 0.0 if self._aborted else self.timeout_s
+        # A publish cut by abort() may still hold the lock: never wait for it then.
+        locked = self._lock.acquire(timeout=wait) if wait else self._lock.acquire(blocking=False)
+        try:
             producer, self._producer = self._producer, None
+        finally:
+            if locked:
+                self._lock.release()
         if producer is not None:
             try:
-                producer.close(timeout=self.timeout_s)
+                producer.close(timeout=wait)
             except Exception as e:
                 logger.warning("closing the Kafka producer: %s", e.__class__.__name__)
