@@ -122,7 +122,11 @@ def start_broker(port: int | None = None, *, topic: str | None = TOPIC) -> Broke
             continue
         pytest.fail(f"tansu exited with {process.returncode} before listening on {port}")
     if topic is not None:
-        broker.create_topic(topic)
+        try:
+            broker.create_topic(topic)
+        except BaseException:
+            broker.stop()  # never leave a broker behind
+            raise
     return broker
 
 

@@ -175,6 +175,8 @@ def test_hook_notification_checks_its_input() -> None:
         hook_notification({"entities": []}, user="u", kind="ENTITY_DELETE_V2")
     with pytest.raises(TypeError):
         hook_notification({"guid": "x"}, user="u")
+    with pytest.raises(ValueError, match="typeName"):
+        kafka.delete_notification([{"uniqueAttributes": {"qualifiedName": "q"}}], user="u")
 
 
 # -- settings: the keys Atlas's Java hooks read -------------------------------------------------------------
@@ -258,13 +260,20 @@ def test_make_sink_picks_kafka_unless_told_rest(tmp_path: Path) -> None:
 ATLAS_MESSAGES = Path(__file__).parent / "data" / "kafka"
 
 
-def test_we_write_the_bytes_atlas_hooks_write() -> None:
-    """Atlas's create-db-ddl message, rebuilt from its notification and envelope fields: byte-identical."""
-    text = (ATLAS_MESSAGES / "atlas-create-db-ddl.json").read_text(encoding="utf-8").strip()
+@pytest.mark.parametrize("name", ["atlas-create-db-ddl", "atlas-delete-db"])
+def test_we_write_the_bytes_atlas_hooks_write(name: str) -> None:
+    """Atlas's messages, rebuilt from their notification and envelope fields: byte-identical."""
+    text = (ATLAS_MESSAGES / f"{name}.json").read_text(encoding="utf-8").strip()
     expected = text.replace('"--ts--"', "1700000000000")
     envelope = json.loads(expected)
+    notification = envelope["message"]
+    if notification["type"] == "ENTITY_DELETE_V2":
+        rebuilt = kafka.delete_notification(notification["entities"], user=notification["user"])
+    else:
+        rebuilt = hook_notification(notification["entities"], user=notification["user"])
+    assert rebuilt == notification
     [ours] = notification_messages(
-        envelope["message"],
+        rebuilt,
         created_at_ms=envelope["msgCreationTime"],
         msg_id="unused",
         source_ip=envelope["msgSourceIP"],

@@ -57,6 +57,7 @@ ENVELOPE_RESERVE_BYTES = 512
 """``AtlasNotificationBaseMessage.MESSAGE_MAX_LENGTH_BYTES`` is the configured length less this."""
 ENTITY_CREATE_V2 = "ENTITY_CREATE_V2"
 ENTITY_FULL_UPDATE_V2 = "ENTITY_FULL_UPDATE_V2"
+ENTITY_DELETE_V2 = "ENTITY_DELETE_V2"
 UNKNOWN_USER = "UNKNOWN"
 """``HookNotification.getUser()`` of a message without a user."""
 SOURCE_NAME = "atlas-bridge"
@@ -99,6 +100,20 @@ def hook_notification(
         msg = "a batch must be an AtlasEntitiesWithExtInfo dict with an 'entities' list"
         raise TypeError(msg)
     return {"type": kind, "user": user or UNKNOWN_USER, "entities": dict(batch)}
+
+
+def delete_notification(object_ids: Iterable[Mapping[str, Any]], *, user: str | None) -> dict[str, Any]:
+    """``HookNotification.EntityDeleteRequestV2``: delete entities by ``AtlasObjectId`` (``typeName`` and
+    ``uniqueAttributes``, or ``guid``), for clean-ups sent the way hooks send them.
+
+    >>> delete_notification([{"typeName": "t", "uniqueAttributes": {"qualifiedName": "q"}}], user="u")["type"]
+    'ENTITY_DELETE_V2'
+    """
+    ids = [dict(o) for o in object_ids]
+    if any("typeName" not in o or not ("guid" in o or "uniqueAttributes" in o) for o in ids):
+        msg = "each entity to delete needs a typeName and a guid or uniqueAttributes"
+        raise ValueError(msg)
+    return {"type": ENTITY_DELETE_V2, "user": user or UNKNOWN_USER, "entities": ids}
 
 
 def _dumps(obj: Any) -> str:
