@@ -32,6 +32,7 @@ _EXPORTS: dict[str, str] = {
     "ExtractionResult": "atlas_bridge.model",
     "FileSink": "atlas_bridge.atlas.sink",
     "FlowKind": "atlas_bridge.model",
+    "KafkaSink": "atlas_bridge.atlas.sink",
     "Lineage": "atlas_bridge.model",
     "Problem": "atlas_bridge.model",
     "Process": "atlas_bridge.model",
@@ -61,7 +62,7 @@ __all__ = sorted([*_EXPORTS, "__version__"])
 if TYPE_CHECKING:
     from atlas_bridge.atlas.client import AtlasClient
     from atlas_bridge.atlas.convert import RunInfo, to_atlas_batches, to_atlas_entities
-    from atlas_bridge.atlas.sink import AtlasSink, FileSink, make_sink, push_directory
+    from atlas_bridge.atlas.sink import AtlasSink, FileSink, KafkaSink, make_sink, push_directory
     from atlas_bridge.atlas.typedefs import load_typedefs, register_typedefs
     from atlas_bridge.config import Settings
     from atlas_bridge.errors import (

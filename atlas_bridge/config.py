@@ -14,7 +14,7 @@ import os
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 from urllib.parse import unquote
 
 import javaproperties
@@ -60,8 +60,34 @@ PROPERTY_KEYS: dict[str, str] = {
     _HOOK + "disabled": "disabled",
     _HOOK + "queueSize": "queue_size",
     _HOOK + "synchronous": "synchronous",
+    _HOOK + "delivery": "delivery",
+    # Kafka, as Atlas's Java hooks read it: ``atlas.kafka.*`` is handed to the Kafka producer with the
+    # prefix cut, ``atlas.notification.*`` shapes the HookNotification envelope.
+    "atlas.kafka.bootstrap.servers": "kafka_bootstrap_servers",
+    "atlas.notification.hook.topic.name": "kafka_topic",
+    "atlas.kafka.security.protocol": "kafka_security_protocol",
+    "atlas.kafka.sasl.mechanism": "kafka_sasl_mechanism",
+    "atlas.kafka.sasl.jaas.config": "kafka_sasl_jaas_config",
+    "atlas.kafka.sasl.kerberos.service.name": "kafka_sasl_kerberos_service_name",
+    "atlas.kafka.ssl.truststore.location": "kafka_ssl_cafile",
+    "atlas.kafka.ssl.keystore.location": "kafka_ssl_certfile",
+    "atlas.kafka.ssl.key.password": "kafka_ssl_key_password",
+    "atlas.notification.message.max.length.bytes": "message_max_length_bytes",
+    "atlas.notification.message.compression.enabled": "message_compression",
+    _HOOK + "kafka.sasl.username": "kafka_sasl_username",
+    _HOOK + "kafka.sasl.password": "kafka_sasl_password",
+    _HOOK + "kafka.requestTimeoutSecs": "kafka_request_timeout_s",
 }
 _MILLIS_FIELDS = {"connect_timeout_s", "read_timeout_s"}
+# Keys whose value is a secret: a properties file holding one should be readable by its owner only.
+_SECRET_KEYS = (
+    "atlas.client.password",
+    "atlas.kafka.sasl.jaas.config",
+    "atlas.kafka.ssl.key.password",
+    _HOOK + "kafka.sasl.password",
+)
+# Kafka's switch for hostname verification: an empty value turns it off (Java Kafka's convention).
+_ENDPOINT_CHECK_KEY = "atlas.kafka.ssl.endpoint.identification.algorithm"
 _NAMESPACE_KEYS = ("atlas.metadata.namespace", "atlas.cluster.name")
 
 
@@ -116,6 +142,12 @@ def fields_from_properties(props: Mapping[str, str]) -> dict[str, Any]:
                 raise ConfigError(msg) from e
         else:
             out[field] = value
+    if _ENDPOINT_CHECK_KEY in props:
+        out["kafka_ssl_check_hostname"] = props[_ENDPOINT_CHECK_KEY].strip().lower() == "https"
+    if "kafka_sasl_kerberos_service_name" not in out:
+        service = props.get("atlas.jaas.KafkaClient.option.serviceName", "").strip()
+        if service:
+            out["kafka_sasl_kerberos_service_name"] = service
     for key in _NAMESPACE_KEYS:
         value = props.get(key, "").strip()
         if value:
@@ -137,8 +169,9 @@ class _PropertiesSource(PydanticBaseSettingsSource):
             return {}
         logger.debug("reading Atlas settings from %s", path)
         props = read_properties(path)
-        if props.get("atlas.client.password") and os.name == "posix" and path.stat().st_mode & 0o077:
-            logger.warning("%s holds atlas.client.password but others may read it (chmod 600)", path)
+        secrets = [k for k in _SECRET_KEYS if props.get(k)]
+        if secrets and os.name == "posix" and path.stat().st_mode & 0o077:
+            logger.warning("%s holds %s but others may read it (chmod 600)", path, ", ".join(secrets))
         return fields_from_properties(props)
 
 
@@ -207,6 +240,63 @@ class Settings(BaseSettings):
     """Hook: the most a job's end waits for Atlas; what is not delivered by then goes to the spool."""
     synchronous: bool = False
     """Hook: send from the callback thread instead of the background worker (tests, debugging)."""
+    delivery: Literal["auto", "rest", "kafka"] = "auto"
+    """Where the hook's sink sends: ``auto`` = Kafka when bootstrap servers are set (as Atlas's hooks do),
+    else Atlas's REST API when an address is set, else files."""
+
+    kafka_bootstrap_servers: Annotated[list[str], NoDecode] = Field(default_factory=list)
+    """``host:port`` of Kafka brokers (``atlas.kafka.bootstrap.servers``); empty = no Kafka."""
+    kafka_topic: str = "ATLAS_HOOK"
+    """Topic Atlas consumes hook messages from (``atlas.notification.hook.topic.name``)."""
+    kafka_security_protocol: str = "PLAINTEXT"
+    """PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL (``atlas.kafka.security.protocol``)."""
+    kafka_sasl_mechanism: str | None = None
+    """PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 or GSSAPI (``atlas.kafka.sasl.mechanism``)."""
+    kafka_sasl_jaas_config: SecretStr | None = None
+    """Java's JAAS line; the user name and password are read from it for PLAIN / SCRAM."""
+    kafka_sasl_username: str | None = None
+    """SASL user when no JAAS line gives one (``ATLAS_BRIDGE_KAFKA_SASL_USERNAME``)."""
+    kafka_sasl_password: SecretStr | None = None
+    """SASL password when no JAAS line gives one (``ATLAS_BRIDGE_KAFKA_SASL_PASSWORD``)."""
+    kafka_sasl_kerberos_service_name: str | None = None
+    """Kerberos service name of the brokers (GSSAPI; usually ``kafka``)."""
+    kafka_ssl_cafile: Path | None = None
+    """PEM file of the CA(s) to verify brokers with (``atlas.kafka.ssl.truststore.location`` of type PEM)."""
+    kafka_ssl_certfile: Path | None = None
+    """PEM file with our client certificate and key, for mutual TLS (``atlas.kafka.ssl.keystore.location``
+    of type PEM)."""
+    kafka_ssl_key_password: SecretStr | None = None
+    kafka_ssl_check_hostname: bool = True
+    """Check the broker's host name against its certificate (off when Kafka's
+    ``ssl.endpoint.identification.algorithm`` is empty)."""
+    kafka_request_timeout_s: float = Field(default=30.0, gt=0)
+    """Longest wait for the brokers to acknowledge a message before it counts as not delivered."""
+    message_max_length_bytes: int = Field(default=1_000_000, gt=1024)
+    """Atlas's ``atlas.notification.message.max.length.bytes``: larger messages are compressed, then split."""
+    message_compression: bool = True
+    """Atlas's ``atlas.notification.message.compression.enabled``: GZIP large messages before splitting."""
+
+    @field_validator("kafka_bootstrap_servers", mode="before")
+    @classmethod
+    def _split_servers(cls, value: Any) -> Any:
+        if value is None:
+            return []
+        if isinstance(value, str):
+            text = value.strip()
+            value = json.loads(text) if text.startswith("[") else text.split(",")
+        if isinstance(value, (list, tuple)):
+            return [str(v).strip() for v in value if str(v).strip()]
+        return value
+
+    @field_validator("kafka_security_protocol")
+    @classmethod
+    def _known_protocol(cls, value: str) -> str:
+        value = value.strip().upper()
+        value = {"PLAINTEXTSASL": "SASL_PLAINTEXT"}.get(value, value)  # the old HDP spelling
+        if value not in {"PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"}:
+            msg = "kafka_security_protocol must be PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL"
+            raise ValueError(msg)
+        return value
 
     @field_validator("rest_address", mode="before")
     @classmethod
@@ -305,6 +395,20 @@ class Settings(BaseSettings):
         """``rest_address`` with a scheme on each (https when ``enable_tls``)."""
         scheme = "https" if self.enable_tls else "http"
         return [a if "://" in a else f"{scheme}://{a}" for a in self.rest_address]
+
+    @property
+    def kafka_configured(self) -> bool:
+        """Whether Kafka bootstrap servers are set (the hook then publishes to Atlas's hook topic)."""
+        return bool(self.kafka_bootstrap_servers)
+
+    @property
+    def sink_kind(self) -> str:
+        """What :func:`~atlas_bridge.atlas.sink.make_sink` builds: ``kafka``, ``rest`` or ``files``."""
+        if self.delivery == "kafka" or (self.delivery == "auto" and self.kafka_configured):
+            return "kafka"
+        if self.atlas_configured:
+            return "rest"
+        return "files"
 
     @property
     def effective_spool_dir(self) -> Path:

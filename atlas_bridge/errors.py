@@ -7,11 +7,14 @@ Everything the package raises on purpose derives from one root, so callers can c
     ├── ExtractionError        input that cannot be read at all (a file, not one bad statement)
     │   └── UnsafeInputError   refused untrusted input (XML entities, size limits)
     ├── TypedefError           our typedefs cannot be registered as they are
+    ├── NotificationError      a Kafka hook message that cannot be decoded
     └── AtlasError             Atlas answered with an error, or could not be reached
         ├── AtlasAuthError     401 / 403
+        │   └── KafkaAuthError     the Kafka brokers refused our credentials or the topic
         ├── AtlasNotFoundError 404
         ├── AtlasConflictError 409
         └── AtlasUnavailableError  connection refused, timeouts, 5xx after retries
+            └── KafkaUnavailableError  no Kafka broker acknowledged the message in time
 
 Bad SQL is *not* raised: extractors return it as :class:`atlas_bridge.model.Problem` records so the rest of a
 script still yields lineage. Errors carry data (status, Atlas errorCode, file/line) as attributes, and their
@@ -125,3 +128,43 @@ class AtlasUnavailableError(AtlasError):
         super().__init__(message, status_code=status_code, error_code=error_code, url=url, body=body)
         self.attempts = attempts
         self.elapsed_s = elapsed_s
+
+
+class KafkaAuthError(AtlasAuthError):
+    """The Kafka brokers refused the SASL / TLS credentials, or the right to write the topic.
+
+    Attributes:
+        servers: the bootstrap servers (``host:port``, never credentials).
+        topic: the topic written to.
+    """
+
+    def __init__(self, message: str, *, servers: str = "", topic: str = "") -> None:
+        super().__init__(message, url=f"kafka://{servers}/{topic}")
+        self.servers = servers
+        self.topic = topic
+
+
+class KafkaUnavailableError(AtlasUnavailableError):
+    """No Kafka broker could be reached, or none acknowledged a message within the request timeout.
+
+    Attributes:
+        servers: the bootstrap servers (``host:port``, never credentials).
+        topic: the topic written to.
+    """
+
+    def __init__(self, message: str, *, servers: str = "", topic: str = "", elapsed_s: float = 0.0) -> None:
+        super().__init__(message, url=f"kafka://{servers}/{topic}", elapsed_s=elapsed_s)
+        self.servers = servers
+        self.topic = topic
+
+
+class NotificationError(AtlasBridgeError):
+    """A hook message read from Kafka is not an Atlas notification we can decode (or a split part is missing).
+
+    Attributes:
+        msg_id: the ``msgId`` of the split or compressed message, when there is one.
+    """
+
+    def __init__(self, message: str, *, msg_id: str | None = None) -> None:
+        super().__init__(message)
+        self.msg_id = msg_id

@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 
 # Fixture modules, one per area, so each area owns its own file.
-pytest_plugins = ["fixtures_atlas", "fixtures_spark"]
+pytest_plugins = ["fixtures_atlas", "fixtures_spark", "fixtures_kafka"]
 
 REPO = Path(__file__).resolve().parent.parent
 SHARED = REPO.parent / "shared"

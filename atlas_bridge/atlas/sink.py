@@ -28,6 +28,7 @@ from atlas_bridge.errors import AtlasAuthError, AtlasError, AtlasUnavailableErro
 
 if TYPE_CHECKING:
     from atlas_bridge.atlas.client import AtlasClient
+    from atlas_bridge.atlas.kafka import KafkaPublisher
     from atlas_bridge.atlas.reuse import EntityReuse
     from atlas_bridge.config import Settings
 
@@ -78,6 +79,8 @@ class PushReport:
     deleted: int = 0
     skipped: int = 0
     """Batches not sent because an earlier run already delivered them."""
+    published: int = 0
+    """Entities handed to Kafka (Atlas applies them later, so there are no created / updated counts)."""
     spooled: int = 0
     """Batches kept on disk because Atlas could not be reached."""
     failures: list[str] = field(default_factory=list)
@@ -89,6 +92,10 @@ class PushReport:
 
     def add_response(self, batch: Mapping[str, Any], response: Mapping[str, Any]) -> None:
         """Count one acknowledged batch."""
+        if "published" in response:  # a Kafka acknowledgement: the brokers have it, Atlas not yet
+            self.batches += 1
+            self.published += int(response["published"])
+            return
         mutated = response.get("mutatedEntities") or {}
         created = len(mutated.get("CREATE") or [])
         updated = len(mutated.get("UPDATE") or []) + len(mutated.get("PARTIAL_UPDATE") or [])
@@ -101,7 +108,16 @@ class PushReport:
         self.guid_assignments.update(response.get("guidAssignments") or {})
 
     def merge(self, other: PushReport) -> None:
-        for name in ("batches", "created", "updated", "unchanged", "deleted", "skipped", "spooled"):
+        for name in (
+            "batches",
+            "created",
+            "updated",
+            "unchanged",
+            "deleted",
+            "skipped",
+            "spooled",
+            "published",
+        ):
             setattr(self, name, getattr(self, name) + getattr(other, name))
         self.failures.extend(other.failures)
         self.guid_assignments.update(other.guid_assignments)
@@ -112,7 +128,10 @@ class PushReport:
         >>> PushReport(batches=2, created=3, updated=1, unchanged=4).summary()
         'created 3, updated 1, unchanged 4, failed 0 (2 batches)'
         """
-        text = f"created {self.created}, updated {self.updated}, unchanged {self.unchanged}"
+        if self.published and not (self.created or self.updated or self.unchanged):
+            text = f"published {self.published} entities to Kafka"
+        else:
+            text = f"created {self.created}, updated {self.updated}, unchanged {self.unchanged}"
         text += f", failed {self.failed}"
         extras = [f"{self.batches} batches"]
         if self.skipped:
@@ -122,6 +141,16 @@ class PushReport:
         if self.deleted:
             extras.append(f"{self.deleted} deleted by Atlas")
         return f"{text} ({', '.join(extras)})"
+
+
+class EntityPoster(Protocol):
+    """What takes a batch: an :class:`~atlas_bridge.atlas.client.AtlasClient`, or a
+    :class:`~atlas_bridge.atlas.kafka.KafkaPublisher` (the same batch as a hook message on Kafka)."""
+
+    @property
+    def base_url(self) -> str: ...
+
+    def post_entities(self, body: Any) -> dict[str, Any]: ...
 
 
 @runtime_checkable
@@ -222,7 +251,7 @@ class AtlasSink:
 
     def __init__(
         self,
-        client: AtlasClient,
+        client: EntityPoster,
         spool_dir: str | os.PathLike[str] | None = None,
         *,
         retry_interval_s: float = 60.0,
@@ -263,10 +292,15 @@ class AtlasSink:
                 self.refused = e
             else:
                 self._down_until = time.monotonic() + self.retry_interval_s
-            logger.warning("Atlas did not take the batch; kept in %s: %s", self.spool_dir, e)
+            logger.warning("%s did not take the batch; kept in %s: %s", self._name, self.spool_dir, e)
             self._spool(batch)
             return
         self.report.add_response(batch, response)
+
+    @property
+    def _name(self) -> str:
+        """What the batches go to, for log lines ("Atlas", or "Kafka" for a publisher)."""
+        return str(getattr(self.client, "name", "Atlas"))
 
     @property
     def offline(self) -> bool:
@@ -317,17 +351,57 @@ class AtlasSink:
                 self.flush_spool()
             except (AtlasUnavailableError, AtlasAuthError) as e:
                 logger.warning(
-                    "Atlas still unavailable; %d batches stay in %s: %s",
+                    "%s still unavailable; %d batches stay in %s: %s",
+                    self._name,
                     self.spool_pending(),
                     self.spool_dir,
                     e,
                 )
 
 
+class KafkaSink(AtlasSink):
+    """Publishes each batch to Atlas's hook topic, as Atlas's own hooks do; keeps what Kafka does not take.
+
+    The spool, its order and its resume state are :class:`AtlasSink`'s: when no broker acknowledges a
+    batch within the request timeout it is written to ``spool_dir`` and later batches queue behind it;
+    :meth:`flush_spool` (the next batch after ``retry_interval_s``, the hook's flush, or ``atlas-bridge push
+    DIR --to kafka``) publishes them in order and records each acknowledged one.
+    """
+
+    client: Any
+
+    def __init__(
+        self,
+        publisher: KafkaPublisher,
+        spool_dir: str | os.PathLike[str] | None = None,
+        *,
+        retry_interval_s: float = 60.0,
+    ) -> None:
+        super().__init__(publisher, spool_dir, retry_interval_s=retry_interval_s)
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> KafkaSink:
+        from atlas_bridge.atlas.kafka import KafkaPublisher
+
+        publisher = KafkaPublisher.from_settings(settings)
+        logger.info("publishing lineage to Kafka %s", publisher.base_url)
+        return cls(publisher, spool_dir=settings.effective_spool_dir)
+
+    def close(self) -> None:
+        """Flush the spool if Kafka answers, then release the producer."""
+        try:
+            super().close()
+        finally:
+            self.client.close()
+
+
 def make_sink(settings: Settings, client: AtlasClient | None = None) -> Sink:
-    """The sink ``settings`` ask for: none if disabled, files if no Atlas is configured, else Atlas."""
+    """The sink ``settings`` ask for: none if disabled; Kafka when bootstrap servers are set (as Atlas's
+    hooks do, unless ``delivery`` says ``rest``); else Atlas's REST API when an address is set; else files."""
     if settings.disabled:
         return NoopSink()
+    if client is None and settings.sink_kind == "kafka":
+        return KafkaSink.from_settings(settings)
     if client is None and not settings.atlas_configured:
         logger.info("no Atlas configured; writing request bodies to %s", settings.output_dir)
         return FileSink(settings.output_dir)
@@ -344,7 +418,7 @@ def make_sink(settings: Settings, client: AtlasClient | None = None) -> Sink:
 
 def push_directory(
     directory: str | os.PathLike[str],
-    client: AtlasClient,
+    client: EntityPoster,
     *,
     progress: Callable[[int, int], None] | None = None,
     reuse: EntityReuse | None = None,

@@ -144,6 +144,48 @@ class AtlasDelivery:
             close()
 
 
+class KafkaDelivery:
+    """Delivery to Atlas's hook topic through a :class:`~atlas_bridge.atlas.kafka.KafkaPublisher`.
+
+    Like :class:`AtlasDelivery`, nothing is lost: once no broker acknowledges a batch (or the brokers
+    refuse our credentials), that batch and every later one go to ``unsent_dir`` for
+    ``atlas-bridge push DIR --to kafka``. ``send`` returns None: the brokers acknowledge, Atlas applies
+    the message later, so there are no created / updated counts to report.
+    """
+
+    def __init__(self, publisher: Any, target: str, unsent_dir: str | os.PathLike[str]) -> None:
+        self.publisher = publisher
+        self.target = target
+        self.unsent_dir = Path(unsent_dir)
+        self.down: AtlasError | None = None
+        self._unsent: Any = None
+
+    def send(self, batch: dict[str, Any]) -> tuple[int, int] | None:
+        if self.down is not None:
+            raise self.down
+        try:
+            self.publisher.post_entities(batch)
+        except (AtlasUnavailableError, AtlasAuthError) as e:
+            self.down = e
+            raise
+        return None
+
+    def keep(self, batch: dict[str, Any]) -> None:
+        """Write a batch the brokers did not acknowledge to ``unsent_dir``."""
+        if self._unsent is None:
+            from atlas_bridge.atlas.sink import FileSink
+
+            self._unsent = FileSink(self.unsent_dir)
+        self._unsent.emit(batch)
+
+    @property
+    def kept(self) -> int:
+        return len(self._unsent.files) if self._unsent is not None else 0
+
+    def close(self) -> None:
+        self.publisher.close()
+
+
 def _probe(batch: Mapping[str, Any], response: Mapping[str, Any]) -> dict[str, str] | None:
     """One entity of an acknowledged batch, with the guid Atlas gave it: later runs check it still exists."""
     assigned = response.get("guidAssignments") or {}
@@ -267,7 +309,7 @@ class DeliveryStats:
     updated: int = 0
     unchanged: int = 0
     written: int = 0
-    """Entities written to files (no Atlas answer to count created / updated from)."""
+    """Entities written to files, or published to Kafka (no Atlas answer to count created / updated from)."""
     kept: int = 0
     """Batches not acknowledged by Atlas and written to ``kept_dir`` instead (``push`` sends them)."""
     kept_dir: str | None = None

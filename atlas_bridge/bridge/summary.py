@@ -49,7 +49,8 @@ class ScanSummary:
         for f in self.files:
             by_kind[f.kind] = by_kind.get(f.kind, 0) + 1
         d = self.delivery
-        return {
+        kafka = self.target.startswith("kafka:")
+        out: dict[str, Any] = {
             "target": self.target,
             "files": {
                 "total": len(self.files),
@@ -68,7 +69,9 @@ class ScanSummary:
                 "skipped_already_acknowledged": d.skipped,
                 "kept_unsent": d.kept,
             },
-            "unsent": {"folder": d.kept_dir, "push": push_command(d.kept_dir)} if d.kept else None,
+            "unsent": {"folder": d.kept_dir, "push": push_command(d.kept_dir, kafka=kafka)}
+            if d.kept
+            else None,
             "resume_reset": d.resume_reset,
             "pruned": {"entities": d.pruned, "note": d.prune_note} if d.pruned or d.prune_note else None,
             "entities": {
@@ -76,12 +79,15 @@ class ScanSummary:
                 "created": d.created,
                 "updated": d.updated,
                 "unchanged": d.unchanged,
-                "written_to_files": d.written,
+                "written_to_files": 0 if kafka else d.written,
             },
             "errors": [_problem_dict(p) for p in self.errors]
             + [{"message": m, "kind": "delivery"} for m in d.errors],
             "warnings": [_problem_dict(p) for p in self.warnings],
         }
+        if kafka:
+            out["entities"]["published_to_kafka"] = d.written
+        return out
 
     def _merged_note(self) -> str:
         """Identical statements share one process in Atlas: say so when the numbers differ."""
@@ -105,7 +111,8 @@ class ScanSummary:
             f"batches:    {d.sent} sent, {d.skipped} already acknowledged, of {d.batches} to {self.target}",
         ]
         if d.written:
-            lines.append(f"entities:   {d.entities} ({d.written} written to files)")
+            where = "published to Kafka" if self.target.startswith("kafka:") else "written to files"
+            lines.append(f"entities:   {d.entities} ({d.written} {where})")
         else:
             lines.append(f"entities:   {d.created} created, {d.updated} updated, {d.unchanged} unchanged")
         if d.resume_reset:
@@ -116,7 +123,8 @@ class ScanSummary:
                 + (f"; {d.prune_note}" if d.prune_note else "")
             )
         if d.kept:
-            lines.append(f"unsent:     {d.kept} batch(es) Atlas did not acknowledge are kept in {d.kept_dir}")
+            who = "Kafka" if self.target.startswith("kafka:") else "Atlas"
+            lines.append(f"unsent:     {d.kept} batch(es) {who} did not acknowledge are kept in {d.kept_dir}")
         errors = s["errors"]
         lines.append(
             f"errors:     {len(errors)}" + (f", warnings: {len(s['warnings'])}" if s["warnings"] else "")
@@ -128,9 +136,9 @@ class ScanSummary:
         return "\n".join(lines)
 
 
-def push_command(folder: str | None) -> str:
-    """The command that finishes a delivery that could not reach Atlas."""
-    return f"atlas-bridge push {shlex.quote(folder or '.')}"
+def push_command(folder: str | None, *, kafka: bool = False) -> str:
+    """The command that finishes a delivery that could not reach Atlas (or Kafka)."""
+    return f"atlas-bridge push {shlex.quote(folder or '.')}" + (" --to kafka" if kafka else "")
 
 
 def _file_entry(entry: Mapping[str, Any]) -> dict[str, Any]:

@@ -178,6 +178,15 @@ def typedefs_export(output: str) -> None:
 )
 @click.option("--dry-run", is_flag=True, help="List what would be sent; contact nothing.")
 @click.option("--no-progress", is_flag=True, help="No progress bar.")
+@click.option(
+    "--to",
+    "to",
+    type=click.Choice(["atlas", "kafka"]),
+    default="atlas",
+    show_default=True,
+    help="'kafka' publishes the batches as hook messages to Atlas's hook topic "
+    "(atlas.kafka.bootstrap.servers) instead of calling Atlas's REST API; typedefs are then not registered.",
+)
 def push(
     directory: Path,
     atlas_url: str | None,
@@ -186,9 +195,11 @@ def push(
     skip_typedefs: bool,
     dry_run: bool,
     no_progress: bool,
+    to: str,
 ) -> None:
     """Send a folder of request bodies (written by ``scan --to DIR``, by a scan's ``unsent/`` folder or
-    by the hook's spool) to Atlas, in order, after registering our typedefs.
+    by the hook's spool) to Atlas, in order, after registering our typedefs; with ``--to kafka``, publish
+    them to Atlas's hook topic instead.
 
     What Atlas acknowledged is recorded in the folder, so re-running after a failure resumes there. The
     push stops at the first refused login (it would lock the account) and when Atlas stops answering.
@@ -201,9 +212,23 @@ def push(
     from atlas_bridge.atlas.typedefs import register_typedefs
 
     settings = load_settings(config_file, atlas_url, user)
-    if dry_run:
+    poster: Any = None
+    if to == "kafka":
+        from atlas_bridge.atlas.kafka import KafkaPublisher
+
+        if not settings.kafka_configured:
+            msg = "--to kafka needs atlas.kafka.bootstrap.servers (or ATLAS_BRIDGE_KAFKA_BOOTSTRAP_SERVERS)"
+            raise click.UsageError(msg)
         try:
-            pending = pending_batches(directory, settings.base_urls[0] if settings.atlas_configured else None)
+            poster = KafkaPublisher.from_settings(settings)
+        except ConfigError as e:
+            raise click.UsageError(str(e)) from e
+    if dry_run:
+        target = poster.base_url if poster is not None else None
+        if target is None and settings.atlas_configured:
+            target = settings.base_urls[0]
+        try:
+            pending = pending_batches(directory, target)
         except ConfigError as e:
             raise click.UsageError(str(e)) from e
         entities = sum(int(e.get("entities") or 0) for e in pending)
@@ -211,8 +236,10 @@ def push(
         for entry in pending:
             click.echo(f"  {entry['file']}")
         return
-    client = make_client(settings)
-    if not skip_typedefs:
+    if poster is None:
+        client = make_client(settings)
+        poster = client
+    if to == "atlas" and not skip_typedefs:
         try:
             plan = register_typedefs(client)
         except (AtlasError, TypedefError) as e:
@@ -230,13 +257,15 @@ def push(
             bar.update(done - bar.n)
 
         try:
-            report = push_directory(
-                directory, client, progress=progress, reuse=reuse_from_settings(settings, client)
-            )
+            reuse = reuse_from_settings(settings, poster) if to == "atlas" else None
+            report = push_directory(directory, poster, progress=progress, reuse=reuse)
         except ConfigError as e:
             raise click.UsageError(str(e)) from e
         except AtlasError as e:
             raise _fail(e) from e
+        finally:
+            if to == "kafka":
+                poster.close()
     click.echo(report.summary())
     for failure in report.failures:
         click.echo(f"failed: {failure}", err=True)

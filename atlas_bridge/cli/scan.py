@@ -51,8 +51,9 @@ def register(group: click.Group) -> None:
     "--to",
     "to",
     default=None,
-    metavar="atlas|DIR",
-    help="'atlas' sends to the configured Atlas; DIR writes the request bodies there (never contacts Atlas). "
+    metavar="atlas|kafka|DIR",
+    help="'atlas' sends to the configured Atlas; 'kafka' publishes hook messages to Atlas's hook topic "
+    "(atlas.kafka.bootstrap.servers); DIR writes the request bodies there (never contacts Atlas). "
     "Default: Atlas when one is configured, else the configured output_dir.",
 )
 @click.option(
@@ -168,7 +169,7 @@ def scan_command(
                 include=include,
                 exclude=exclude,
                 # Files are rewritten whole each run (same input, same bytes); Atlas deliveries resume.
-                state_dir=report_dir / ".state" if delivery.target.startswith("atlas:") else None,
+                state_dir=report_dir / ".state" if delivery.target.startswith(("atlas:", "kafka:")) else None,
                 max_entities=batch_size,
                 partitions=partitions,
                 progress=progress,
@@ -207,7 +208,8 @@ def scan_command(
     if summary.delivery.kept:
         click.echo(
             f"{summary.delivery.kept} batch(es) not delivered are kept in {summary.delivery.kept_dir};"
-            f" finish with: {bridge.push_command(summary.delivery.kept_dir)}"
+            " finish with: "
+            + bridge.push_command(summary.delivery.kept_dir, kafka=delivery.target.startswith("kafka:"))
         )
     if summary.failed(fail_on):
         sys.exit(1)
@@ -222,6 +224,8 @@ def _prepare(
 
     to_atlas = to == "atlas"
     overrides: dict[str, Any] = {"namespace": namespace}
+    if to == "kafka":
+        return _prepare_kafka(Settings.load(config_file, **overrides), out_dir)
     if to is not None and not to_atlas:
         # --to DIR is a dry run: the files are written and Atlas is never contacted, whatever is configured.
         overrides.update(output_dir=Path(to), rest_address=[])
@@ -265,6 +269,29 @@ def _prepare(
         sink = make_sink(settings) if settings.disabled else FileSink(settings.output_dir, fresh=True)
         delivery = bridge.SinkDelivery(sink, target)
     return settings, delivery, Path(report_dir)
+
+
+def _prepare_kafka(settings: Any, out_dir: Path | None) -> tuple[Any, Any, Path]:
+    """``--to kafka``: hook messages to Atlas's hook topic; what brokers do not take goes to ``unsent``."""
+    from atlas_bridge import bridge
+    from atlas_bridge.atlas.kafka import KafkaPublisher
+    from atlas_bridge.atlas.sink import MANIFEST, FileSink
+
+    if not settings.kafka_configured:
+        msg = (
+            "--to kafka needs Kafka brokers: set atlas.kafka.bootstrap.servers in the file given with "
+            "--config (or $ATLAS_CONF/atlas-application.properties), or ATLAS_BRIDGE_KAFKA_BOOTSTRAP_SERVERS"
+        )
+        raise ConfigError(msg)
+    report_dir = Path(out_dir if out_dir is not None else settings.output_dir)
+    publisher = KafkaPublisher.from_settings(settings)
+    unsent = report_dir / "unsent"
+    if (unsent / MANIFEST).is_file():
+        FileSink(unsent, fresh=True)  # last run's unsent batches: this run publishes or keeps them again
+    # Atlas reads no typedefs from Kafka: ours must be registered once (`atlas-bridge typedefs register`).
+    logger.info("publishing to %s (our typedefs must already be registered in Atlas)", publisher.base_url)
+    delivery = bridge.KafkaDelivery(publisher, "kafka:" + publisher.base_url.removeprefix("kafka://"), unsent)
+    return settings, delivery, report_dir
 
 
 def _load_schema(schema_file: Path | None, paths: tuple[Path, ...]) -> dict[str, Any] | None:
