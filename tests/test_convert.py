@@ -381,7 +381,8 @@ def test_processes_follow_table_level_lineage() -> None:
 def test_only_permanent_datasets_and_real_columns_go_to_atlas() -> None:
     entities = to_atlas_entities(path_to_table_to_view(), namespace=NS)
     by_qn = _by_qn(entities)
-    assert {e["typeName"] for e in entities} >= {convert.TYPE_PATH, convert.TYPE_TABLE, convert.TYPE_VIEW}
+    assert {e["typeName"] for e in entities} >= {convert.TYPE_PATH, convert.TYPE_TABLE}
+    assert convert.TYPE_VIEW not in {e["typeName"] for e in entities}  # a view is a table (tableType)
     path = by_qn["s3a://lake/raw/events/"]
     assert path["typeName"] == convert.TYPE_PATH
     assert path["attributes"]["uri"] == "s3a://lake/raw/events/"
@@ -389,8 +390,9 @@ def test_only_permanent_datasets_and_real_columns_go_to_atlas() -> None:
     col = by_qn["s3a://lake/raw/events/#user_id"]
     assert col["attributes"]["type"] == "bigint"
     assert by_qn["raw.events@primary"]["attributes"]["name"] == "events"
-    assert by_qn["raw.v@primary"]["typeName"] == convert.TYPE_VIEW
-    assert by_qn["raw.v@primary"]["attributes"]["viewText"].startswith("CREATE VIEW")
+    assert by_qn["raw.v@primary"]["typeName"] == convert.TYPE_TABLE
+    assert by_qn["raw.v@primary"]["attributes"]["tableType"] == "VIRTUAL_VIEW"
+    assert by_qn["raw.v@primary"]["attributes"]["viewOriginalText"].startswith("CREATE VIEW")
     assert not any(
         e["typeName"] == convert.TYPE_RESULTSET for e in to_atlas_entities(insert_where(), namespace=NS)
     )
@@ -400,7 +402,7 @@ def test_only_permanent_datasets_and_real_columns_go_to_atlas() -> None:
     )
 
 
-def test_a_table_also_seen_as_a_view_is_one_view() -> None:
+def test_a_table_also_seen_as_a_view_is_one_table_entity_typed_as_a_view() -> None:
     pid = "process:0000111122223333"
     as_table = _table("v", "s", ["a"])
     src = _table("t", "s", ["a"])
@@ -409,7 +411,7 @@ def test_a_table_also_seen_as_a_view_is_one_view() -> None:
         processes=[_proc(pid, "Insert", "INSERT ...")],
         relations=[_rel("fdd", (src, "a"), (as_table, "a"), pid)],
     )
-    # Two model objects that land on one qualifiedName (e.g. from two extractors): the view wins.
+    # Two model objects that land on one qualifiedName (e.g. from two extractors): one entity, a view.
     clash = Dataset(
         id="table:s.v#2", kind=K.VIEW, name="v", db="s", columns=[Column(name="a")], process_ids=(pid,)
     )
@@ -418,9 +420,10 @@ def test_a_table_also_seen_as_a_view_is_one_view() -> None:
     )
     entities = to_atlas_entities(merged, namespace=NS)
     named = [e for e in entities if e["attributes"]["qualifiedName"] == "s.v@primary"]
-    assert [e["typeName"] for e in named] == [convert.TYPE_VIEW]
+    assert [e["typeName"] for e in named] == [convert.TYPE_TABLE]
+    assert named[0]["attributes"]["tableType"] == "VIRTUAL_VIEW"
     col = _by_qn(entities)["s.v.a@primary"]
-    assert col["relationshipAttributes"]["table"]["typeName"] == convert.TYPE_VIEW
+    assert col["relationshipAttributes"]["table"]["typeName"] == convert.TYPE_TABLE
 
 
 def test_executions_only_with_a_run() -> None:

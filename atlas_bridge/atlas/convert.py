@@ -76,6 +76,9 @@ logger = logging.getLogger(__name__)
 
 TYPE_TABLE = "atlas_bridge_table"
 TYPE_VIEW = "atlas_bridge_view"
+"""Registered only for entities older versions stored; never sent (a view is a table, ``tableType``)."""
+TABLE_TYPE_VIEW = "VIRTUAL_VIEW"
+TABLE_TYPE_STREAM = "STREAM"
 TYPE_PATH = "atlas_bridge_path"
 TYPE_RESULTSET = "atlas_bridge_resultset"
 TYPE_COLUMN = "atlas_bridge_column"
@@ -148,9 +151,10 @@ def _is_real(col: Column) -> bool:
 
 
 def _dataset_type(ds: Dataset, resultsets: bool = False) -> str | None:
-    if ds.kind is DatasetKind.VIEW:
-        return TYPE_VIEW
-    if ds.kind in (DatasetKind.TABLE, DatasetKind.STREAM):
+    # A view is an atlas_bridge_table with tableType VIRTUAL_VIEW, as Hive's model keeps views as hive_table:
+    # a scan that only reads a view cannot tell it from a table, and Atlas matches a qualifiedName within
+    # one type and its subtypes, so one type for both is what keeps one entity per name in any scan order.
+    if ds.kind in (DatasetKind.TABLE, DatasetKind.VIEW, DatasetKind.STREAM):
         return TYPE_TABLE
     if ds.kind in (DatasetKind.PATH, DatasetKind.STAGE):
         return TYPE_PATH
@@ -199,11 +203,12 @@ class _Builder:
             if ds.catalog:
                 attrs["catalogName"] = ds.catalog.lower()
             if ds.kind is DatasetKind.STREAM:
-                attrs["tableType"] = "STREAM"
-            if type_name == TYPE_VIEW:
+                attrs["tableType"] = TABLE_TYPE_STREAM
+            if ds.kind is DatasetKind.VIEW:
+                attrs["tableType"] = TABLE_TYPE_VIEW
                 text = self._view_text(ds)
                 if text:
-                    attrs["viewText"] = text
+                    attrs["viewOriginalText"] = text
         old_type = self.dataset_type.get(qn)
         if old_type is not None:
             old = self.entities.pop((old_type, qn))

@@ -89,7 +89,10 @@ def page_data(entities: Iterable[Mapping[str, Any]], title: str = "Lineage") -> 
             label = _dataset_label(entity, namespace) if entity else _strip_namespace(qn, namespace)
             datasets[did] = {"id": did, "qn": qn, "name": label, "kind": _TYPE_KIND.get(type_name, "table")}
         if entity is not None:
-            view_text = (entity.get("attributes") or {}).get("viewText")
+            attrs = entity.get("attributes") or {}
+            if attrs.get("tableType") == "VIRTUAL_VIEW":  # a view is an atlas_bridge_table (issue 16)
+                datasets[did]["kind"] = "view"
+            view_text = attrs.get("viewOriginalText") or attrs.get("viewText")
             if view_text:
                 datasets[did]["sql"] = view_text
         return did
