@@ -83,3 +83,41 @@ def test_a_view_read_before_it_is_defined_stays_one_entity(
     names = {h["attributes"]["qualifiedName"] for h in lineage["guidEntityMap"].values()}
     ends = {table_qualified_name("sales", "orders", NS), table_qualified_name("sandbox", "daily_copy", NS)}
     assert ends <= names
+
+
+def _view_state(stub: AtlasStub) -> tuple[list[str], set[str], set[str]]:
+    """(processes writing the view, the view's ACTIVE columns, targets of ACTIVE column lineage)."""
+    view = table_qualified_name("rpt", "v_daily", NS)
+    (entity,) = [e for e in active(stub, "atlas_bridge_dataset") if qn(e) == view]
+    processes = sorted(
+        qn(p)
+        for p in active(stub, "atlas_bridge_process")
+        if entity["guid"] in {d["guid"] for d in stub.related(p["guid"], "outputs")}
+    )
+    columns = {qn(c) for c in stub.related(entity["guid"], "columns")}
+    targets = {
+        qn(o)
+        for cl in active(stub, "atlas_bridge_column_lineage")
+        for o in stub.related(cl["guid"], "outputs")
+        if qn(o).startswith("rpt.v_daily.")
+    }
+    return processes, columns, targets
+
+
+@pytest.mark.parametrize("max_entities", [500, 3])
+def test_an_edited_statement_updates_its_own_process_and_drops_what_it_lost(
+    atlas_stub: AtlasStub, client: AtlasClient, max_entities: int
+) -> None:
+    push(client, VIEW, max_entities=max_entities)
+    first = _view_state(atlas_stub)
+    push(client, VIEW_EDITED, max_entities=max_entities)
+    edited = _view_state(atlas_stub)
+    assert len(first[0]) == 1
+    assert edited[0] == first[0]  # one process, updated in place
+    cols = {f"rpt.v_daily.{c}@{NS}" for c in ("day", "revenue")}
+    assert edited[1] == cols  # channel and orders left the Schema tab
+    assert edited[2] == cols  # and their column lineage is gone
+    assert_one_entity_per_name(atlas_stub)
+    push(client, VIEW, max_entities=max_entities)  # the old text again: converges back
+    assert _view_state(atlas_stub) == first
+    assert_one_entity_per_name(atlas_stub)

@@ -3,11 +3,13 @@
 What goes to Atlas by default:
 
 * **Datasets**: the permanent tables, views, paths, stages and streams that take part in the lineage (or
-  that a process writes), as ``atlas_bridge_table`` / ``_view`` / ``_path``, each with its real columns as
+  that a process writes), as ``atlas_bridge_table`` (a view too, with ``tableType`` ``VIRTUAL_VIEW``: one
+  type whatever a scan saw, so one entity per qualifiedName) / ``_path``, each with its real columns as
   ``atlas_bridge_column`` entities. Tool-made columns (``PseudoRows``) and ``*`` are never columns.
 * **Processes**: one ``atlas_bridge_process`` per statement that moves data, inputs and outputs taken from
   table-level lineage (``graph.table_level``'s rule: self-lineage dropped). Its qualifiedName is stable
-  across runs, so Atlas de-duplicates re-runs.
+  across runs and edits (operation, inputs and outputs, never the text: ``naming``), so Atlas
+  de-duplicates re-runs and an edited statement updates its own process.
 * **Column lineage**: from *end-to-end* column lineage (resultsets collapsed), one
   ``atlas_bridge_column_lineage`` per (process, target column, dependency kind): ``DIRECT`` gathers the
   ``fdd`` sources (with the transform ``expression`` and ``effect``), ``INDIRECT`` the ``fdr`` ones (with the
@@ -34,18 +36,23 @@ What goes to Atlas by default:
 
 How it is sent, because Atlas replaces any relationship array it receives:
 
-* a column carries its ``table`` end; the dataset never carries ``columns``, so reading two columns of a
-  ten-column table leaves the other eight alone. Column lineage and executions carry their ``process``
-  end; the process never carries ``columnLineages`` or ``processExecutions``. A process's ``inputs`` and
-  ``outputs`` and a column lineage's are sent whole: they are complete for that statement.
+* a column carries its ``table`` end. A dataset carries ``columns`` only when the lineage defines it
+  (CTAS, CREATE VIEW, CREATE EXTERNAL TABLE: its whole schema is known), so an edited definition drops
+  the columns it lost, while reading two columns of a ten-column table leaves the other eight alone.
+  Column lineage and executions carry their ``process`` end; the process carries ``columnLineages``
+  (complete for its statement, so an edit drops the column lineage it lost), never ``processExecutions``
+  (one per run, they accumulate). A process's ``inputs`` and ``outputs`` and a column lineage's are sent
+  whole: they are complete for that statement.
 * every entity is sent with its required attributes (qualifiedName, name), never with nulls, so
   re-sending a table that is only read changes nothing.
 * every reference is an ``AtlasRelatedObjectId`` with ``relationshipType``, ``typeName`` and
   ``uniqueAttributes``, plus the negative placeholder ``guid`` when the referenced entity is in the same
   body (Atlas resolves unique attributes against the store only).
-* entities are ordered in tiers (datasets and their columns, then processes, then column lineage and
-  executions) and batches are cut from that order, so a reference is either to the same batch (by guid)
-  or to an earlier one (by unique attributes): every batch stands alone when batches are sent in order.
+* entities are ordered in tiers (datasets and their columns, then processes each followed by their column
+  lineage and executions) and batches are cut from that order without splitting an owner from its
+  children, so a reference is either to the same batch (by guid) or to an earlier one (by unique
+  attributes): every batch stands alone when batches are sent in order. An owner with more children than
+  one batch holds is sent first without its child array and again after its last child with it.
 """
 
 from __future__ import annotations
@@ -53,7 +60,7 @@ from __future__ import annotations
 import json
 import logging
 from collections import defaultdict
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -95,7 +102,13 @@ REL_OUTPUTS = "process_dataset_outputs"
 _PSEUDO_NAMES = frozenset({PSEUDO_ROWS.lower(), "relationrows"})
 # When two model datasets land on one qualifiedName, the more specific type wins.
 _TYPE_RANK = {TYPE_VIEW: 0, TYPE_PATH: 1, TYPE_TABLE: 2, TYPE_RESULTSET: 3}
-_TIER_DATASETS, _TIER_PROCESSES, _TIER_DETAILS = 1, 2, 3
+# A process and what it owns (column lineage, executions) share one tier and sort together, as a dataset
+# and its columns do: an owner that lists its children (``columns``, ``columnLineages``) travels in one body
+# with them.
+_TIER_DATASETS, _TIER_PROCESSES = 1, 2
+_TIER_DETAILS = _TIER_PROCESSES
+_CHILD_ARRAYS = ("columnLineages", "columns")
+"""Owner-side arrays of COMPOSITION children: sent whole, so Atlas deletes the children no longer listed."""
 
 
 class RunInfo(BaseModel):
@@ -288,7 +301,9 @@ class _Builder:
                 attrs["sourceLine"] = proc.span.line
             if proc.procedure:
                 attrs["procedureName"] = proc.procedure
-            entity = _Entity(_TIER_PROCESSES, qn, TYPE_PROCESS, qn, attrs, {"inputs": [], "outputs": []})
+            # columnLineages is complete for the statement: an edit drops the column lineage it lost.
+            refs: dict[str, list[_Ref] | _Ref] = {"inputs": [], "outputs": [], "columnLineages": []}
+            entity = _Entity(_TIER_PROCESSES, qn, TYPE_PROCESS, qn, attrs, refs)
             self.entities[entity.key] = entity
         ins = entity.refs["inputs"]
         outs = entity.refs["outputs"]
@@ -362,9 +377,11 @@ class _Restriction:
     expressions: set[str] = field(default_factory=set)
 
 
-def _process_qualified_names(lineage: Lineage, namespace: str) -> dict[str, str]:
-    """Every process's qualifiedName in one pass (``naming.process_qualified_name`` for each, in bulk)."""
+def _process_qualified_names(lineage: Lineage, e2e: Lineage, namespace: str) -> dict[str, str]:
+    """Every process's qualifiedName in one pass (``naming.process_qualified_name`` for each, in bulk):
+    operation, permanent inputs (end to end) and outputs, never the statement's text."""
     by_id = {d.id: d for d in lineage.datasets}
+    e2e_by_id = {d.id: d for d in e2e.datasets}
     written: dict[str, set[str]] = defaultdict(set)
     for rel in lineage.relations:
         if rel.process_id is not None:
@@ -372,11 +389,19 @@ def _process_qualified_names(lineage: Lineage, namespace: str) -> dict[str, str]
     for ds in lineage.datasets:
         for pid in ds.process_ids:
             written[pid].add(ds.id)
+    read: dict[str, set[str]] = defaultdict(set)
+    for rel in e2e.relations:
+        if rel.process_id is not None:
+            read[rel.process_id].add(rel.source.dataset_id)
     out: dict[str, str] = {}
     for proc in lineage.processes:
         ids = sorted(i for i in written.get(proc.id, ()) if i in by_id and by_id[i].kind.is_permanent)
         outputs = [naming.dataset_qualified_name(by_id[i], namespace) for i in ids]
-        out[proc.id] = naming.process_qualified_name_from(outputs, proc.query_hash, namespace)
+        srcs = sorted(i for i in read.get(proc.id, ()) if i in e2e_by_id and e2e_by_id[i].kind.is_permanent)
+        inputs = [naming.dataset_qualified_name(e2e_by_id[i], namespace) for i in srcs]
+        out[proc.id] = naming.process_qualified_name_from(
+            proc.type, inputs, outputs, proc.query_hash, namespace
+        )
     return out
 
 
@@ -392,8 +417,8 @@ def _build(
     its columns), whose qualifiedNames are added to ``unused`` (a part of a bigger lineage: another part
     may use them, and their columns belong to the union)."""
     b = _Builder(lineage, namespace, resultsets)
-    b.process_qn = _process_qualified_names(lineage, namespace)
     e2e = end_to_end(lineage)
+    b.process_qn = _process_qualified_names(lineage, e2e, namespace)
     # Permanent datasets only -> their real column names.
     real = {
         d.id: {c.name for c in d.columns if _is_real(c)} for d in e2e.datasets if _dataset_type(d, resultsets)
@@ -481,8 +506,28 @@ def _build(
                 if qn is not None and qn not in used_qns:
                     unused.add(qn)
     for ent in b.entities.values():
-        if ent.type_name == TYPE_COLUMN:  # its owner's type is final only now (table -> view)
+        if ent.type_name == TYPE_COLUMN:  # its owner's type is final only now (table -> path)
             ent.refs["table"] = _Ref(b.dataset_type[ent.group], ent.group, REL_COLUMNS)
+    # A dataset this lineage defines (CTAS, CREATE VIEW, DDL: its whole schema is known) lists its columns,
+    # so Atlas drops the ones an edited definition no longer has. A dataset that is only read or inserted
+    # into never does: reading two columns of a ten-column table must leave the other eight alone.
+    defined: set[str] = set()
+    for (pid, tgt_id), cols in written.items():
+        target = b.by_id.get(tgt_id)
+        if (
+            cols
+            and naming.is_defining_operation(b.procs[pid].type)
+            and target is not None
+            and not any(c.name == "*" for c in target.columns)
+            and tgt_id in b.dataset_qn
+        ):
+            defined.add(b.dataset_qn[tgt_id])
+    for ent in b.entities.values():
+        if ent.type_name == TYPE_COLUMN and ent.group in defined:
+            owner = b.entities[(b.dataset_type[ent.group], ent.group)]
+            owned = owner.refs.setdefault("columns", [])
+            assert isinstance(owned, list)
+            owned.append(_Ref(TYPE_COLUMN, ent.qualified_name, REL_COLUMNS))
 
     # Processes: those with table-level edges or column lineage; one entity per qualifiedName.
     proc_entities: dict[str, _Entity] = {}
@@ -511,6 +556,9 @@ def _build(
         b.entities[(TYPE_COLUMN_LINEAGE, qn)] = _Entity(
             _TIER_DETAILS, pqn, TYPE_COLUMN_LINEAGE, qn, attrs, refs
         )
+        owned = b.entities[(TYPE_PROCESS, pqn)].refs["columnLineages"]
+        assert isinstance(owned, list)
+        owned.append(_Ref(TYPE_COLUMN_LINEAGE, qn, REL_COLUMN_LINEAGES))
 
     if run is not None:
         for pid, proc_entity in sorted(proc_entities.items()):
@@ -580,8 +628,8 @@ def to_atlas_entities(
     ... # doctest: +NORMALIZE_WHITESPACE
     [('-1', 'atlas_bridge_table', 's.a@cl1'), ('-2', 'atlas_bridge_column', 's.a.x@cl1'),
      ('-3', 'atlas_bridge_table', 's.b@cl1'), ('-4', 'atlas_bridge_column', 's.b.x@cl1'),
-     ('-5', 'atlas_bridge_process', 's.b@cl1:abababababababab'),
-     ('-6', 'atlas_bridge_column_lineage', 's.b@cl1:abababababababab:s.b.x:direct')]
+     ('-5', 'atlas_bridge_process', 'INSERT:s.a@cl1->s.b@cl1'),
+     ('-6', 'atlas_bridge_column_lineage', 'INSERT:s.a@cl1->s.b@cl1:s.b.x:direct')]
     >>> ents[4]["relationshipAttributes"]["inputs"]  # doctest: +NORMALIZE_WHITESPACE
     [{'typeName': 'atlas_bridge_table', 'uniqueAttributes': {'qualifiedName': 's.a@cl1'},
       'relationshipType': 'dataset_process_inputs', 'guid': '-1'}]
@@ -591,27 +639,75 @@ def to_atlas_entities(
     return [_render(e, guids[e.key], guids) for e in entities]
 
 
+def _groups(entities: Iterable[_Entity]) -> Iterator[list[_Entity]]:
+    """Runs of entities of one owner (a dataset and its columns, a process and what it owns)."""
+    run: list[_Entity] = []
+    for e in entities:
+        if run and (e.tier, e.group) != (run[0].tier, run[0].group):
+            yield run
+            run = []
+        run.append(e)
+    if run:
+        yield run
+
+
+def _cut(
+    entities: Iterable[_Entity],
+    max_entities: int,
+    size: Callable[[_Entity], int] | None = None,
+    max_bytes: int | None = None,
+) -> Iterator[list[_Entity]]:
+    """Bodies of at most ``max_entities`` (and about ``max_bytes``), an owner's group never split when it fits
+    one body. A group too big for one body sends its owner first without its child arrays (the children do
+    not exist yet) and once more after the last child with them, so every body stands alone."""
+    chunk: list[_Entity] = []
+    used = 0
+
+    def fits(count: int, nbytes: int) -> bool:
+        return len(chunk) + count <= max_entities and (max_bytes is None or used + nbytes <= max_bytes)
+
+    for group in _groups(entities):
+        sizes = [size(e) for e in group] if size is not None else [0] * len(group)
+        if not fits(len(group), sum(sizes)) and chunk:
+            yield chunk
+            chunk, used = [], 0
+        if fits(len(group), sum(sizes)):
+            chunk.extend(group)
+            used += sum(sizes)
+            continue
+        owner = group[0]
+        seq = list(zip(group, sizes, strict=True))
+        if owner.qualified_name == owner.group and any(k in owner.refs for k in _CHILD_ARRAYS):
+            refs = {k: v for k, v in owner.refs.items() if k not in _CHILD_ARRAYS}
+            first = _Entity(
+                owner.tier, owner.group, owner.type_name, owner.qualified_name, owner.attributes, refs
+            )
+            seq = [(first, size(first) if size is not None else 0), *seq[1:], seq[0]]
+        for e, n in seq:
+            if chunk and not fits(1, n):
+                yield chunk
+                chunk, used = [], 0
+            if max_bytes is not None and n > max_bytes:
+                logger.warning(
+                    "entity %s alone is %d bytes, over max_bytes=%d", e.qualified_name, n, max_bytes
+                )
+            chunk.append(e)
+            used += n
+    if chunk:
+        yield chunk
+
+
 def _chunks(
     entities: list[_Entity], guids: dict[tuple[str, str], str], max_entities: int, max_bytes: int | None
 ) -> list[list[_Entity]]:
     if max_bytes is None:
-        return [entities[i : i + max_entities] for i in range(0, len(entities), max_entities)]
-    out: list[list[_Entity]] = []
-    chunk: list[_Entity] = []
-    size = 0
-    for e in entities:
+        return list(_cut(entities, max_entities))
+
+    def size(e: _Entity) -> int:
         # Rendered with every reference carrying its guid: an upper bound of the size in any chunk.
-        n = len(json.dumps(_render(e, guids[e.key], guids), sort_keys=True)) + 2
-        if chunk and (len(chunk) >= max_entities or size + n > max_bytes):
-            out.append(chunk)
-            chunk, size = [], 0
-        if n > max_bytes:
-            logger.warning("entity %s alone is %d bytes, over max_bytes=%d", e.qualified_name, n, max_bytes)
-        chunk.append(e)
-        size += n
-    if chunk:
-        out.append(chunk)
-    return out
+        return len(json.dumps(_render(e, guids[e.key], guids), sort_keys=True)) + 2
+
+    return list(_cut(entities, max_entities, size, max_bytes))
 
 
 def to_atlas_batches(
@@ -749,6 +845,13 @@ def _entity_of(record: dict[str, Any], dataset_types: Mapping[str, str]) -> _Ent
     )
 
 
+def count_batches(
+    records: Iterable[dict[str, Any]], *, dataset_types: Mapping[str, str], max_entities: int = 500
+) -> int:
+    """How many bodies :func:`batches_from_records` cuts from these records (nothing rendered)."""
+    return sum(1 for _ in _cut((_entity_of(r, dataset_types) for r in records), max_entities))
+
+
 def batches_from_records(
     records: Iterable[dict[str, Any]], *, dataset_types: Mapping[str, str], max_entities: int = 500
 ) -> Iterator[dict[str, Any]]:
@@ -762,20 +865,9 @@ def batches_from_records(
         msg = f"max_entities must be at least 1, not {max_entities}"
         raise ValueError(msg)
     counter = 0
-    chunk: list[_Entity] = []
-
-    def flush() -> dict[str, Any]:
-        nonlocal counter
+    for chunk in _cut((_entity_of(r, dataset_types) for r in records), max_entities):
         local: dict[tuple[str, str], str] = {}
         for e in chunk:
             counter += 1
-            local[e.key] = f"-{counter}"
-        return {"entities": [_render(e, local[e.key], local) for e in chunk], "referredEntities": {}}
-
-    for record in records:
-        chunk.append(_entity_of(record, dataset_types))
-        if len(chunk) >= max_entities:
-            yield flush()
-            chunk = []
-    if chunk:
-        yield flush()
+            local.setdefault(e.key, f"-{counter}")
+        yield {"entities": [_render(e, local[e.key], local) for e in chunk], "referredEntities": {}}

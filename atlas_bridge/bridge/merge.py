@@ -32,6 +32,7 @@ class EntityCollector:
         self._process_relations: dict[str, int] = {}
         self._loose_relations: set[str] = set()
         self._groups: set[str] = set()
+        self._defined: set[str] = set()  # datasets some unit defines (CTAS, view): they list their columns
         self._spill = [self._dir / "processes.jsonl", self._dir / "details.jsonl"]
         self._fhs: list[io.TextIOWrapper] | None = [open(p, "w", encoding="utf-8") for p in self._spill]  # noqa: SIM115
         self._spilled = 0
@@ -49,6 +50,8 @@ class EntityCollector:
             key = record_key(rec)
             if not key[0] and rec["qualifiedName"] not in unused:
                 self._used.add(rec["qualifiedName"])
+            if not key[0] and "columns" in rec.get("refs", {}):
+                self._defined.add(rec["qualifiedName"])
             old = self._datasets.get(key)
             if old is None:
                 self._datasets[key] = [rec["typeName"], rec["group"], rec["attributes"]]
@@ -101,7 +104,10 @@ class EntityCollector:
         return len(self._dataset_order) + self._spilled
 
     def batch_count(self, max_entities: int) -> int:
-        return -(-self.entities // max_entities)
+        """Bodies :meth:`batches` will give (cut without splitting an owner from its children)."""
+        from atlas_bridge.atlas.convert import count_batches
+
+        return count_batches(self.records(), dataset_types=self.dataset_types(), max_entities=max_entities)
 
     def counts(self) -> dict[str, int]:
         """Headline numbers for the report, as :func:`lineage_counts` gives them for a merged lineage."""
@@ -124,9 +130,20 @@ class EntityCollector:
         self.finish()
         assert self._dataset_order is not None
         types = self.dataset_types()
+        # A defined dataset lists every column the estate holds for it (the union), so none is dropped
+        # that another unit still reads; a column no unit mentions any more leaves its Schema tab.
+        owned: dict[str, list[list[str]]] = {}
+        for key in self._dataset_order:
+            type_name, group, _attrs = self._datasets[key]
+            if type_name == TYPE_COLUMN and group in self._defined:
+                owned.setdefault(group, []).append([TYPE_COLUMN, key[1], REL_COLUMNS])
         for key in self._dataset_order:
             type_name, group, attrs = self._datasets[key]
-            refs = {"table": [types[group], group, REL_COLUMNS]} if type_name == TYPE_COLUMN else {}
+            refs: dict[str, Any] = {}
+            if type_name == TYPE_COLUMN:
+                refs = {"table": [types[group], group, REL_COLUMNS]}
+            elif key[1] in self._defined:
+                refs = {"columns": owned.get(key[1], [])}
             yield {
                 "tier": 1,
                 "group": group,
