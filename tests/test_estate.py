@@ -121,3 +121,51 @@ def test_an_edited_statement_updates_its_own_process_and_drops_what_it_lost(
     push(client, VIEW, max_entities=max_entities)  # the old text again: converges back
     assert _view_state(atlas_stub) == first
     assert_one_entity_per_name(atlas_stub)
+
+
+def test_a_row_count_stays_off_the_tables_lineage_tab(atlas_stub: AtlasStub, client: AtlasClient) -> None:
+    push(client, VIEW)  # COUNT(*) AS orders: the row set of sales.orders feeds a column
+    assert_tables_show_table_processes_only(atlas_stub, client)
+    orders = table_qualified_name("sales", "orders", NS)
+    (count,) = [
+        cl
+        for cl in active(atlas_stub, "atlas_bridge_column_lineage")
+        if qn(cl).endswith(":rpt.v_daily.orders:indirect")
+    ]
+    # the row-set dependency stays on the column lineage, as a property naming the table
+    assert count["attributes"]["rowSources"] == [orders]
+    assert orders not in {qn(i) for i in atlas_stub.related(count["guid"], "inputs")}
+
+
+MERGE = """MERGE INTO marts.customer_ltv t
+USING (SELECT customer_id, SUM(order_amount) AS total_amount FROM marts.fct_orders GROUP BY customer_id) s
+ON t.customer_id = s.customer_id
+WHEN MATCHED THEN UPDATE SET t.lifetime_value = s.total_amount
+WHEN NOT MATCHED THEN INSERT (customer_id, lifetime_value) VALUES (s.customer_id, s.total_amount);"""
+MERGE_SCHEMA = {
+    "marts": {
+        "customer_ltv": {"customer_id": "bigint", "lifetime_value": "decimal(16,2)"},
+        "fct_orders": {"customer_id": "bigint", "order_amount": "decimal(16,2)"},
+    }
+}
+
+
+def assert_no_cycles(stub: AtlasStub) -> None:
+    """No column lineage (or process) has an input that is also its output."""
+    for base in ("atlas_bridge_column_lineage", "atlas_bridge_process"):
+        for p in active(stub, base):
+            ins = {i["guid"] for i in stub.related(p["guid"], "inputs")}
+            outs = {o["guid"] for o in stub.related(p["guid"], "outputs")}
+            assert not ins & outs, qn(p)
+
+
+def test_a_merge_key_is_no_input_of_itself(atlas_stub: AtlasStub, client: AtlasClient) -> None:
+    result = extract_sql_lineage(MERGE, dialect="spark", schema=MERGE_SCHEMA)
+    assert result.ok, result.problems
+    for batch in to_atlas_batches(result.lineage, namespace=NS):
+        client.post_entities(batch)
+    assert_no_cycles(atlas_stub)
+    key = f"marts.customer_ltv.customer_id@{NS}"
+    lineage = tab(client, "atlas_bridge_column", key, depth=1)
+    names = {h["attributes"]["qualifiedName"] for h in lineage["guidEntityMap"].values()}
+    assert f"marts.fct_orders.customer_id@{NS}" in names  # its real source is still there

@@ -160,7 +160,10 @@ def test_ctas_join_aggregate_where(hooked: Hooked) -> None:
     assert hooked.column_lineage_attrs(f"default.agg_t.country@{NS}", "DIRECT")["effect"] == "EXACT_COPY"
     n = hooked.column_inputs(f"default.agg_t.n@{NS}")
     assert "DIRECT" not in n  # count(*) copies no column
-    assert "default.src" in n["INDIRECT"]  # ... it counts src's rows (the table itself)
+    # ... it counts src's rows: a property of its column lineage, not an input (no node on src's Lineage tab)
+    assert "default.src" not in n.get("INDIRECT", set())
+    rows = hooked.column_lineage_attrs(f"default.agg_t.n@{NS}", "INDIRECT")["rowSources"]
+    assert f"default.src@{NS}" in rows  # the join's row set: both tables
 
 
 def test_insert_into_and_insert_overwrite(hooked: Hooked) -> None:

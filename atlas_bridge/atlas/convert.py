@@ -23,10 +23,12 @@ What goes to Atlas by default:
     column-lineage node, and all the column lineage upstream of the filter, on the target table's
     Lineage tab, for nearly every statement. When the statement writes no real column there (``DELETE
     ... WHERE``), the restriction stays in table-level lineage only;
-  - a row count that feeds a value (``source.PseudoRows -> target.col``: COUNT(*)) has no source column, so
-    the source *dataset entity itself* is an input of that column's lineage process: the column's Lineage
-    tab shows the table it counts. The price is one column-lineage node on that table's own Lineage tab
-    (downstream side), accepted because aggregates without a column argument are rare;
+  - a row count that feeds a value (``source.PseudoRows -> target.col``: COUNT(*), EXISTS) has no source
+    column. The dataset is *not* made an input of the column lineage (that would draw a column-lineage node
+    on the table's own Lineage tab, which shows table-level processes only); its qualifiedName goes into
+    the column lineage's ``rowSources`` attribute instead, shown in its properties (the table-level edge is
+    drawn by the process anyway). A column lineage whose only source is a row count has no inputs, so it
+    shows on no Lineage tab; its ``rowSources`` still says what it counts;
   - row set to row set (``PseudoRows -> PseudoRows``) is exactly the table-level edge, already drawn by
     the process.
 * **Process executions**: one ``atlas_bridge_process_execution`` per process when a :class:`RunInfo` is
@@ -536,6 +538,11 @@ def _build(
         proc_entities[pid] = b.add_process(b.procs[pid], [s for s, _ in pairs], [t for _, t in pairs])
 
     for (pqn, out_qn, dep), cl in col_lineage.items():
+        # A column is never its own source (MERGE ... ON t.id = s.id makes t.id restrict the rows written
+        # into t.id): Atlas would draw a loop. What is left with no source at all is not sent.
+        cl.inputs = {i for i in cl.inputs if i.qualified_name != out_qn}
+        if not cl.inputs and not cl.table_inputs:
+            continue
         qn = naming.column_lineage_qualified_name(pqn, out_qn, dep, namespace)
         label = out_qn.removesuffix(f"@{namespace}")
         clauses = sorted(cl.clauses)
@@ -547,9 +554,10 @@ def _build(
             attrs["expression"] = "\n".join(sorted(cl.expressions))
         if cl.effects:
             attrs["effect"] = max(cl.effects, key=lambda e: e.rank).value
-        inputs = cl.inputs | {b.table_ref(i, REL_INPUTS) for i in cl.table_inputs}
+        if cl.table_inputs:  # a property, not an input: the table's Lineage tab shows processes only
+            attrs["rowSources"] = sorted({b.dataset_qn[i] for i in cl.table_inputs})
         refs: dict[str, list[_Ref] | _Ref] = {
-            "inputs": sorted(inputs),
+            "inputs": sorted(cl.inputs),
             "outputs": [cl.output],
             "process": _Ref(TYPE_PROCESS, pqn, REL_COLUMN_LINEAGES),
         }

@@ -154,9 +154,12 @@ def page_data(entities: Iterable[Mapping[str, Any]], title: str = "Lineage") -> 
         for r in _refs(e, "inputs"):
             if r.get("typeName") == _TYPE_COLUMN:
                 sources.append(column(_qn(r), None))
-            else:  # a dataset's row set feeds the column (COUNT(*))
+            else:  # older payloads: a dataset's row set as an input (COUNT(*))
                 did = dataset(_qn(r), str(r.get("typeName", "")))
                 sources.append(column(f"{_qn(r)}#{_ROWS}", did, _ROWS))
+        for row_qn in attrs.get("rowSources") or ():  # a dataset's row set feeds the column (COUNT(*))
+            did = dataset(str(row_qn), "atlas_bridge_table")
+            sources.append(column(f"{row_qn}#{_ROWS}", did, _ROWS))
         for out in _refs(e, "outputs"):
             target = column(_qn(out), None)
             for source in sources:
