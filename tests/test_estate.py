@@ -169,3 +169,32 @@ def test_a_merge_key_is_no_input_of_itself(atlas_stub: AtlasStub, client: AtlasC
     lineage = tab(client, "atlas_bridge_column", key, depth=1)
     names = {h["attributes"]["qualifiedName"] for h in lineage["guidEntityMap"].values()}
     assert f"marts.fct_orders.customer_id@{NS}" in names  # its real source is still there
+
+
+FLAG = """INSERT INTO marts.high_value_customers (customer_id, lifetime_value, flagged_on)
+SELECT l.customer_id, l.lifetime_value, CAST(GETDATE() AS DATE)
+FROM marts.customer_ltv l WHERE l.lifetime_value >= @threshold;"""
+
+
+def test_a_filter_restricts_every_column_written_literals_too(
+    atlas_stub: AtlasStub, client: AtlasClient
+) -> None:
+    result = extract_sql_lineage(FLAG, dialect="tsql", schema=MERGE_SCHEMA)
+    assert result.ok, result.problems
+    for batch in to_atlas_batches(result.lineage, namespace=NS):
+        client.post_entities(batch)
+    where = f"marts.customer_ltv.lifetime_value@{NS}"
+    for column in ("customer_id", "lifetime_value", "flagged_on"):
+        target = f"marts.high_value_customers.{column}@{NS}"
+        lineage = client.get_lineage_by_qualified_name(
+            "atlas_bridge_column", target, direction="INPUT", depth=1
+        )
+        heads = lineage["guidEntityMap"]
+        indirect = {
+            heads[r["fromEntityId"]]["attributes"]["qualifiedName"]
+            for r in lineage["relations"]
+            for cl in [heads[r["toEntityId"]]]
+            if cl["typeName"] == "atlas_bridge_column_lineage"
+            and cl["attributes"]["qualifiedName"].endswith(":indirect")
+        }
+        assert where in indirect, column

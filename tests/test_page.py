@@ -171,4 +171,5 @@ def test_cli_lineage_html_writes_the_page(tmp_path: Path) -> None:
     } == {
         ("a@primary", "a@primary", "fdd"),
         ("c@primary", "a@primary", "fdr"),  # the WHERE column restricts the rows of what is copied
+        ("c@primary", "b@primary", "fdr"),  # ... and of the literal column too (issue 16)
     }

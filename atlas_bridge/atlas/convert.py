@@ -444,6 +444,18 @@ def _build(
         if rel.type in chain and rel.target.column in real[tgt_id]:
             written[(rel.process_id, tgt_id)].add(rel.target.column)
 
+    # A column written from no source (a literal, CAST(GETDATE() AS DATE)) has no end-to-end relation, yet a
+    # filter on the statement's rows restricts it like any other: count it among the written columns.
+    for rel in lineage.relations:
+        tgt = rel.target
+        if (
+            rel.type in chain
+            and rel.process_id in b.process_qn
+            and tgt.dataset_id in real
+            and tgt.column in real[tgt.dataset_id]
+        ):
+            written[(rel.process_id, tgt.dataset_id)].add(tgt.column)
+
     # Column lineage, keyed by qualifiedNames (process, target column, dependency) so the same statement
     # twice in a script makes one entity. Row restrictions (column -> target row set) are gathered per
     # (process, target) and fanned out to the written columns afterwards.
