@@ -33,7 +33,8 @@ class EntityCollector:
         self._loose_relations: set[str] = set()
         self._groups: set[str] = set()
         self._defined: set[str] = set()  # datasets some unit defines (CTAS, view): they list their columns
-        self._spill = [self._dir / "processes.jsonl", self._dir / "details.jsonl"]
+        # One spill file: a unit's records come sorted, each process followed by what it owns.
+        self._spill = [self._dir / "processes.jsonl"]
         self._fhs: list[io.TextIOWrapper] | None = [open(p, "w", encoding="utf-8") for p in self._spill]  # noqa: SIM115
         self._spilled = 0
         self._dataset_order: list[tuple[bool, str]] | None = None
@@ -66,7 +67,7 @@ class EntityCollector:
         for rec in procs:
             if rec["group"] in seen:
                 continue
-            fh = self._fhs[0] if rec["tier"] == 2 else self._fhs[1]
+            fh = self._fhs[0]
             fh.write(json.dumps(rec, separators=(",", ":"), ensure_ascii=False) + "\n")
             self._spilled += 1
         for ds_id, kind in records.get("kinds", {}).items():
@@ -124,7 +125,8 @@ class EntityCollector:
         }
 
     def records(self) -> Iterator[dict[str, Any]]:
-        """Every record in delivery order: datasets and columns, processes, then column lineage."""
+        """Every record in delivery order: datasets each with its columns, then processes each with its
+        column lineage and executions (so an owner and its children travel in one body)."""
         from atlas_bridge.atlas.convert import REL_COLUMNS, TYPE_COLUMN
 
         self.finish()
