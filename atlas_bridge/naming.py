@@ -10,9 +10,15 @@ The rules follow the Atlas Hive hook, so our entities line up with what Hive use
   ``file:``, ``viewfs://``, scheme-less paths) get ``@<namespace>`` like the hook's ``hdfs_path``;
   object-store URIs (``s3://``, ``gs://``, ``abfs://`` ...) are global and stay bare. A path's columns are
   ``<uri>#<column>`` (a URI fragment: dots are common in file names), before any ``@<namespace>``.
-* processes: ``<sorted qualifiedNames of the datasets it writes, comma-joined>:<first 16 hex of the query
-  hash>``. It never contains a run time, so re-running the same statement updates one entity (Atlas's
-  de-duplication key); each run is a process execution ``<process qn>:<run id>``.
+* processes, as the Hive hook names them and never from the statement's text, so an edited statement
+  updates its own process in place: a statement that defines what it writes (CREATE VIEW, CTAS, CREATE
+  EXTERNAL TABLE ... LOCATION: a process type ``create_*`` / ``replace_*``) is named after its output,
+  ``<sorted output qualifiedNames, comma-joined>:CREATE`` (the hook appends the table's create time, which
+  a script does not have; a fixed suffix keeps it apart from the table's own name in a search); any other
+  is ``<OPERATION>:<sorted inputs>-><sorted outputs>``. Only a process that writes no permanent dataset
+  falls back to ``<first 16 hex of the query hash>@<namespace>``. No run time either: re-running a
+  statement updates one entity (Atlas's de-duplication key); each run is a
+  process execution ``<process qn>:<run id>``.
 * column lineage: ``<process qn>:<target column, without @namespace>:<direct|indirect>``: one entity per
   target column and dependency kind, so direct and indirect sources are told apart.
 """
@@ -22,6 +28,7 @@ from __future__ import annotations
 import logging
 import re
 
+from atlas_bridge.graph import end_to_end
 from atlas_bridge.model import Dataset, DatasetKind, Lineage, Process
 
 logger = logging.getLogger(__name__)
@@ -134,22 +141,51 @@ def written_dataset_ids(process: Process, lineage: Lineage) -> tuple[str, ...]:
     return tuple(sorted(i for i in ids if i in by_id and by_id[i].kind.is_permanent))
 
 
-def process_qualified_name_from(outputs: list[str] | tuple[str, ...], query_hash: str, namespace: str) -> str:
-    """A process qn from its output qualifiedNames and query hash (no run time: the dedup key).
+def is_defining_operation(operation: str) -> bool:
+    """Whether a process type defines the dataset it writes (its whole schema): CTAS, views, DDL.
 
-    >>> process_qualified_name_from(["sales.orders@primary"], "3f2a9c0d1e2b3c4d5e6f", "primary")
-    'sales.orders@primary:3f2a9c0d1e2b3c4d'
-    >>> process_qualified_name_from([], "3f2a9c0d1e2b3c4d5e6f", "primary")
-    '3f2a9c0d1e2b3c4d@primary'
+    >>> is_defining_operation("create_view"), is_defining_operation("insert")
+    (True, False)
     """
-    fingerprint = query_hash[:16].lower()
-    if not outputs:
-        return f"{fingerprint}@{namespace}"
-    return f"{','.join(sorted(set(outputs)))}:{fingerprint}"
+    op = operation.lower()
+    return op.startswith(("create_", "replace_")) or op in ("create", "alter_view")
+
+
+def process_qualified_name_from(
+    operation: str,
+    inputs: list[str] | tuple[str, ...],
+    outputs: list[str] | tuple[str, ...],
+    query_hash: str,
+    namespace: str,
+) -> str:
+    """A process qn from its operation and the qualifiedNames it reads and writes (the dedup key).
+
+    >>> process_qualified_name_from("create_view", ["s.a@p"], ["s.v@p"], "3f2a9c0d1e2b3c4d5e6f", "p")
+    's.v@p:CREATE'
+    >>> process_qualified_name_from("insert", ["s.b@p", "s.a@p"], ["s.t@p"], "3f2a9c0d1e2b3c4d5e6f", "p")
+    'INSERT:s.a@p,s.b@p->s.t@p'
+    >>> process_qualified_name_from("select", ["s.a@p"], [], "3f2a9c0d1e2b3c4d5e6f", "p")
+    '3f2a9c0d1e2b3c4d@p'
+    """
+    outs = ",".join(sorted(set(outputs)))
+    if not outs:
+        return f"{query_hash[:16].lower()}@{namespace}"
+    if is_defining_operation(operation):
+        return f"{outs}:CREATE"
+    ins = ",".join(sorted(set(inputs) - set(outputs)))
+    return f"{operation.upper()}:{ins}->{outs}"
+
+
+def read_dataset_ids(process: Process, lineage: Lineage) -> tuple[str, ...]:
+    """Ids of the permanent datasets a process reads (end to end, resultsets collapsed), sorted."""
+    e2e = end_to_end(lineage)
+    by_id = {d.id: d for d in e2e.datasets}
+    ids = {r.source.dataset_id for r in e2e.relations if r.process_id == process.id}
+    return tuple(sorted(i for i in ids if i in by_id and by_id[i].kind.is_permanent))
 
 
 def process_qualified_name(process: Process, lineage: Lineage, namespace: str) -> str:
-    """The stable qualifiedName of a process: what it writes plus the statement's fingerprint.
+    """The stable qualifiedName of a process: its operation, what it reads and what it writes.
 
     >>> from atlas_bridge.model import Column, ColumnRef, Relation, dataset_id
     >>> src = Dataset(id="table:s.a", kind=DatasetKind.TABLE, name="a", db="s", columns=[Column(name="x")])
@@ -158,11 +194,14 @@ def process_qualified_name(process: Process, lineage: Lineage, namespace: str) -
     >>> rel = Relation(type="fdd", source=ColumnRef(dataset_id=src.id, column="x"),
     ...                target=ColumnRef(dataset_id=tgt.id, column="x"), process_id=p.id)
     >>> process_qualified_name(p, Lineage(datasets=[src, tgt], processes=[p], relations=[rel]), "primary")
-    's.b@primary:abcdabcdabcdabcd'
+    'INSERT:s.a@primary->s.b@primary'
     """
     by_id = {d.id: d for d in lineage.datasets}
     outputs = [dataset_qualified_name(by_id[i], namespace) for i in written_dataset_ids(process, lineage)]
-    return process_qualified_name_from(outputs, process.query_hash, namespace)
+    inputs = [
+        dataset_qualified_name(by_id[i], namespace) for i in read_dataset_ids(process, lineage) if i in by_id
+    ]
+    return process_qualified_name_from(process.type, inputs, outputs, process.query_hash, namespace)
 
 
 def column_lineage_qualified_name(
@@ -170,8 +209,8 @@ def column_lineage_qualified_name(
 ) -> str:
     """One column-lineage entity per (process, target column, dependency kind).
 
-    >>> column_lineage_qualified_name("s.b@primary:abcdabcdabcdabcd", "s.b.x@primary", "INDIRECT", "primary")
-    's.b@primary:abcdabcdabcdabcd:s.b.x:indirect'
+    >>> column_lineage_qualified_name("INSERT:s.a@p->s.b@p", "s.b.x@p", "INDIRECT", "p")
+    'INSERT:s.a@p->s.b@p:s.b.x:indirect'
     """
     suffix = f"@{namespace}"
     column = target_column_qn[: -len(suffix)] if target_column_qn.endswith(suffix) else target_column_qn
@@ -181,7 +220,7 @@ def column_lineage_qualified_name(
 def process_execution_qualified_name(process_qn: str, run_id: str) -> str:
     """One process execution per process and run.
 
-    >>> process_execution_qualified_name("s.b@primary:abcdabcdabcdabcd", "run-42")
-    's.b@primary:abcdabcdabcdabcd:run-42'
+    >>> process_execution_qualified_name("INSERT:s.a@primary->s.b@primary", "run-42")
+    'INSERT:s.a@primary->s.b@primary:run-42'
     """
     return f"{process_qn}:{run_id}"

@@ -425,8 +425,8 @@ def test_composition_child_needs_its_parent(stub: AtlasStub) -> None:
     err = refused(stub, "POST", "/entity/bulk", bulk(orphan), 404, "ATLAS-404-00-007")
     assert "t_column.table: mandatory attribute value missing" in err["errorMessage"]
     ok(stub, "POST", "/entity/bulk", bulk(table("db.a@p"), column("db.a.x@p", "-2", ref("-1"))))
-    # once stored with its table, re-sending the column without the reference is fine
-    ok(stub, "POST", "/entity/bulk", bulk(orphan))
+    # once stored with its table, re-sending it without the reference is refused as well (issue 16)
+    refused(stub, "POST", "/entity/bulk", bulk(orphan), 404, "ATLAS-404-00-007")
 
 
 def test_negative_guid_must_be_in_the_payload(stub: AtlasStub) -> None:
@@ -832,3 +832,141 @@ def test_optional_to_required_is_allowed_but_flagged(stub: AtlasStub) -> None:
     assert stub.warnings == ["t_table.createTime: optional attribute made mandatory"]
     # ... and from then on an entity without the attribute is refused
     refused(stub, "POST", "/entity/bulk", bulk(table("db.a@p")), 404, "ATLAS-404-00-007")
+
+
+# -- stricter rules (issue 16): what Atlas refuses or stores differently ----------------------------------
+
+
+def test_same_type_and_name_twice_in_one_request_is_one_entity(stub: AtlasStub) -> None:
+    first = table("db.t@c", "-1")
+    second = table("db.t@c", "-2")
+    second["attributes"]["description"] = "later"
+    resp = ok(stub, "POST", "/entity/bulk", bulk(first, second))
+    assert len(resp["mutatedEntities"]["CREATE"]) == 1
+    assert resp["guidAssignments"]["-1"] == resp["guidAssignments"]["-2"]
+    (stored,) = [e for e in stub.active_entities("t_table")]
+    assert stored["attributes"]["description"] == "later"  # the later one is applied on top
+
+
+def test_two_entities_sharing_a_placeholder_keep_the_first(stub: AtlasStub) -> None:
+    resp = ok(stub, "POST", "/entity/bulk", bulk(table("db.a@c", "-1"), table("db.b@c", "-1")))
+    assert len(resp["mutatedEntities"]["CREATE"]) == 1
+    assert [e["attributes"]["qualifiedName"] for e in stub.active_entities("t_table")] == ["db.a@c"]
+
+
+def test_empty_guid_refused(stub: AtlasStub) -> None:
+    refused(stub, "POST", "/entity/bulk", bulk(table("db.t@c", "")), 400, "ATLAS-400-00-021")
+    assert stub.active_entities("t_table") == []
+
+
+def test_stored_column_resent_without_its_table_refused(stub: AtlasStub) -> None:
+    # §9: the child end of a COMPOSITION is mandatory on the child, for matched entities too.
+    ok(stub, "POST", "/entity/bulk", bulk(table("db.t@c"), column("db.t.a@c", "-2", ref("-1"))))
+    refused(stub, "POST", "/entity/bulk", bulk(column("db.t.a@c", "-1", None)), 404, "ATLAS-404-00-007")
+
+
+@pytest.mark.parametrize(
+    ("category", "change", "code"),
+    [
+        ("COMPOSITION", {"endDef1": {"cardinality": "SINGLE"}}, "ATLAS-400-00-037"),
+        (
+            "AGGREGATION",
+            {"endDef1": {"isContainer": False}, "endDef2": {"isContainer": True}},
+            "ATLAS-400-00-037",
+        ),
+        ("ASSOCIATION", {"endDef2": {"cardinality": "SET"}}, "ATLAS-400-00-038"),
+    ],
+)
+def test_put_changing_a_relationship_end_refused(
+    stub: AtlasStub, category: str, change: dict[str, Any], code: str
+) -> None:
+    # AtlasRelationshipDefStoreV2.preUpdateCheck (§2.1 table): an end's type, name, cardinality and
+    # isContainer are fixed once created; only the shape-valid changes reach that check.
+    rel = {
+        "name": "t_db_tables",
+        "relationshipCategory": category,
+        "endDef1": {
+            "type": "t_db",
+            "name": "tables",
+            "isContainer": category != "ASSOCIATION",
+            "cardinality": "SET",
+        },
+        "endDef2": {"type": "t_table", "name": "db", "isContainer": False, "cardinality": "SINGLE"},
+    }
+    ok(stub, "POST", "/types/typedefs", {"relationshipDefs": [rel]})
+    new = copy.deepcopy(rel)
+    for end, fields in change.items():
+        new[end] = {**new[end], **fields}
+    refused(stub, "PUT", "/types/typedefs", {"relationshipDefs": [new]}, 400, code)
+
+
+def test_circular_supertypes_refused(stub: AtlasStub) -> None:
+    body = {
+        "entityDefs": [
+            {"name": "t_a", "superTypes": ["t_b"], "attributeDefs": []},
+            {"name": "t_b", "superTypes": ["t_a"], "attributeDefs": []},
+        ]
+    }
+    refused(stub, "POST", "/types/typedefs", body, 400, "ATLAS-400-00-002")
+
+
+def test_reserved_type_name_refused(stub: AtlasStub) -> None:
+    body = {"entityDefs": [{"name": "version", "superTypes": ["DataSet"], "attributeDefs": []}]}
+    refused(stub, "POST", "/types/typedefs", body, 400, "ATLAS-400-00-102")
+
+
+def test_int_out_of_range_and_struct_missing_a_field_refused(stub: AtlasStub) -> None:
+    model = {
+        "structDefs": [
+            {"name": "t_span", "attributeDefs": [{"name": "line", "typeName": "int", "isOptional": False}]}
+        ],
+        "entityDefs": [
+            {
+                "name": "t_file",
+                "superTypes": ["DataSet"],
+                "attributeDefs": [
+                    {"name": "size", "typeName": "int", "isOptional": True},
+                    {"name": "span", "typeName": "t_span", "isOptional": True},
+                ],
+            }
+        ],
+    }
+    ok(stub, "POST", "/types/typedefs", model)
+
+    def file(**attrs: Any) -> dict[str, Any]:
+        return {
+            "typeName": "t_file",
+            "guid": "-1",
+            "attributes": {"qualifiedName": "f", "name": "f", **attrs},
+        }
+
+    refused(stub, "POST", "/entity/bulk", bulk(file(size=2**31)), 404, "ATLAS-404-00-007")
+    refused(stub, "POST", "/entity/bulk", bulk(file(span={})), 404, "ATLAS-404-00-007")
+    ok(stub, "POST", "/entity/bulk", bulk(file(size=2**31 - 1, span={"line": 3})))
+
+
+def test_entities_whose_relationships_changed_are_updated(stub: AtlasStub) -> None:
+    ok(stub, "POST", "/entity/bulk", bulk(table("db.t@c")))
+    resp = ok(
+        stub,
+        "POST",
+        "/entity/bulk",
+        bulk(column("db.t.a@c", "-1", uref("t_table", "db.t@c"))),
+    )
+    (table_guid,) = [e["guid"] for e in stub.active_entities("t_table")]
+    assert table_guid in {h["guid"] for h in resp["mutatedEntities"].get("UPDATE", [])}
+
+
+@pytest.mark.parametrize(
+    ("bad_ref", "code"),
+    [("db.t@c", "ATLAS-400-00-021"), ({"typeName": "t_table"}, "ATLAS-400-00-021")],
+)
+def test_references_without_an_id_refused(stub: AtlasStub, bad_ref: Any, code: str) -> None:
+    ok(stub, "POST", "/entity/bulk", bulk(table("db.t@c")))
+    col = column("db.t.a@c", "-1", None)
+    col["relationshipAttributes"] = {"table": bad_ref}
+    refused(stub, "POST", "/entity/bulk", bulk(col), 400, code)
+
+
+def test_null_inside_entities_refused(stub: AtlasStub) -> None:
+    refused(stub, "POST", "/entity/bulk", bulk(table("db.t@c"), None), 400, "ATLAS-400-00-01A")  # type: ignore[arg-type]

@@ -38,6 +38,16 @@ def test_typedefs_export(runner: CliRunner, tmp_path: Path) -> None:
     out = tmp_path / "model.json"
     assert runner.invoke(cli, ["typedefs", "export", "-o", str(out)]).exit_code == 0
     assert json.loads(out.read_text(encoding="utf-8")) == load_typedefs()
+    # into a folder that does not exist yet: made, no traceback
+    deep = tmp_path / "models" / "9000-atlas_bridge" / "model.json"
+    made = runner.invoke(cli, ["typedefs", "export", "-o", str(deep)])
+    assert made.exit_code == 0, made.output
+    assert json.loads(deep.read_text(encoding="utf-8")) == load_typedefs()
+    # where a file cannot be written: a message, not a traceback
+    blocked = runner.invoke(cli, ["typedefs", "export", "-o", str(out / "x.json")])  # out is a file
+    assert blocked.exit_code == 1
+    assert "cannot write" in blocked.output
+    assert blocked.exc_info is None or blocked.exc_info[0] is SystemExit
 
 
 @pytest.mark.usefixtures("fast_retries")

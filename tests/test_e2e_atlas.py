@@ -110,7 +110,7 @@ def test_sql_lineage_shows_in_atlas(atlas_stub: AtlasStub, client: AtlasClient) 
     }
 
     # through the INSERT ... SELECT and the view, up to the source
-    up = client.get_lineage(_guid(client, "atlas_bridge_view", view), direction="INPUT", depth=0)
+    up = client.get_lineage(_guid(client, "atlas_bridge_table", view), direction="INPUT", depth=0)
     upstream = {
         h["attributes"]["qualifiedName"] for h in up["guidEntityMap"].values() if h["typeName"] in TABLE_TYPES
     }
@@ -130,7 +130,7 @@ def test_sql_lineage_shows_in_atlas(atlas_stub: AtlasStub, client: AtlasClient) 
     assert column_qualified_name(orders, "amount") in deep["DIRECT"]
 
     # the Schema tab lists only real columns
-    for table_qn, type_name in ((big, "atlas_bridge_table"), (view, "atlas_bridge_view")):
+    for table_qn, type_name in ((big, "atlas_bridge_table"), (view, "atlas_bridge_table")):
         entity = client.get_entity(type_name, table_qn)
         assert entity is not None
         names = {c["displayText"] for c in entity["entity"]["relationshipAttributes"]["columns"]}

@@ -81,18 +81,20 @@ def _lineage(sql_hash: str, target: str = "b") -> tuple[Process, Lineage]:
     return proc, Lineage(datasets=[src, tgt], processes=[proc], relations=[rel])
 
 
-def test_process_qualified_name_is_outputs_plus_fingerprint_and_stable() -> None:
+def test_process_qualified_name_is_operation_inputs_outputs_never_the_text() -> None:
     proc, lineage = _lineage("0123456789abcdef" * 4)
     qn = naming.process_qualified_name(proc, lineage, "primary")
-    assert qn == "s.b@primary:0123456789abcdef"
-    # Same statement, same outputs -> the same process (Atlas de-duplicates on it); nothing time-based.
-    proc2, lineage2 = _lineage("0123456789abcdef" * 4)
+    assert qn == "INSERT:s.a@primary->s.b@primary"
+    # An edited statement (another text, same operation, reads and writes) updates the same process.
+    proc2, lineage2 = _lineage("fedcba9876543210" * 4)
     assert naming.process_qualified_name(proc2, lineage2, "primary") == qn
-    # Another statement, or another target, is another process.
-    proc3, lineage3 = _lineage("fedcba9876543210" * 4)
-    assert naming.process_qualified_name(proc3, lineage3, "primary") != qn
+    # Another target is another process.
     proc4, lineage4 = _lineage("0123456789abcdef" * 4, target="c")
     assert naming.process_qualified_name(proc4, lineage4, "primary") != qn
+    # A statement that defines what it writes is named after its output, as the Hive hook names CTAS.
+    ctas = proc.model_copy(update={"type": "create_table_as_select"})
+    lineage_ctas = lineage.model_copy(update={"processes": [ctas]})
+    assert naming.process_qualified_name(ctas, lineage_ctas, "primary") == "s.b@primary:CREATE"
 
 
 def test_process_outputs_include_datasets_written_without_relations() -> None:
@@ -100,7 +102,10 @@ def test_process_outputs_include_datasets_written_without_relations() -> None:
     other = Dataset(id="table:s.y", kind=DatasetKind.TABLE, name="y", db="s", process_ids=("process:1",))
     proc = Process(id="process:1", type="insert", name="Insert", query_hash="ab" * 32)
     lineage = Lineage(datasets=[tgt, other], processes=[proc])
-    assert naming.process_qualified_name(proc, lineage, "ns") == "s.y@ns,s.z@ns:abababababababab"
+    assert naming.process_qualified_name(proc, lineage, "ns") == "INSERT:->s.y@ns,s.z@ns"
+    # nothing permanent written: nothing to name it after but the statement
+    alone = Lineage(processes=[proc])
+    assert naming.process_qualified_name(proc, alone, "ns") == "abababababababab@ns"
 
 
 def test_column_lineage_and_execution_names() -> None:

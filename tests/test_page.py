@@ -79,10 +79,10 @@ def test_page_data_keeps_every_entity_and_every_column_edge_of_the_warehouse() -
             assert p["sql"].lstrip().startswith(first), (p["name"], first)
         if e["typeName"] == "atlas_bridge_column_lineage":
             kind = "fdd" if e["attributes"]["dependencyType"] == "DIRECT" else "fdr"
-            for src in rel["inputs"]:
-                source = src["uniqueAttributes"]["qualifiedName"]
-                if src["typeName"] != "atlas_bridge_column":
-                    source += "#(rows)"  # a row count (COUNT(*)) is the table's "(rows)" pseudo-column
+            sources = [src["uniqueAttributes"]["qualifiedName"] for src in rel["inputs"]]
+            # a row count (COUNT(*)) is the table's "(rows)" pseudo-column
+            sources += [f"{row}#(rows)" for row in e["attributes"].get("rowSources", [])]
+            for source in sources:
                 for out in rel["outputs"]:
                     target = out["uniqueAttributes"]["qualifiedName"]
                     expected_links.add(
@@ -171,4 +171,5 @@ def test_cli_lineage_html_writes_the_page(tmp_path: Path) -> None:
     } == {
         ("a@primary", "a@primary", "fdd"),
         ("c@primary", "a@primary", "fdr"),  # the WHERE column restricts the rows of what is copied
+        ("c@primary", "b@primary", "fdr"),  # ... and of the literal column too (issue 16)
     }

@@ -285,7 +285,7 @@ def test_scan_warehouse_into_atlas_then_again_changes_nothing(
     fct = table_qualified_name("marts", "fct_orders", NS)
     view = table_qualified_name("reporting", "v_customer_revenue", NS)
     # table level, end to end: landing path -> staging -> mart -> view
-    up = _upstream(client, "atlas_bridge_view", view)
+    up = _upstream(client, "atlas_bridge_table", view)
     assert fct in up
     assert {table_qualified_name("staging", t, NS) for t in ("stg_orders", "stg_order_items")} <= up
     assert table_qualified_name("marts", "dim_customer", NS) in up
@@ -331,7 +331,7 @@ def test_warehouse_lineage_starts_at_the_landing_paths(session: object, atlas_st
     summary = bridge.scan([WAREHOUSE], delivery, namespace=NS, spark=session, options=_warehouse_options())
     assert summary.delivery.errors == []
     view = table_qualified_name("reporting", "v_customer_revenue", NS)
-    up = _upstream(client, "atlas_bridge_view", view)
+    up = _upstream(client, "atlas_bridge_table", view)
     assert path_qualified_name("hdfs://nameservice1/data/landing/orders", NS) in up
     assert path_qualified_name("hdfs://nameservice1/data/landing/order_items", NS) in up
     assert path_qualified_name("hdfs://nameservice1/data/inbound/crm/customers", NS) in up

@@ -158,10 +158,11 @@ def test_push_directory_replays_in_order_and_does_not_resend(
         sink.emit(batch)
     seen: list[tuple[int, int]] = []
     report = push_directory(tmp_path, client, progress=lambda i, n: seen.append((i, n)))
+    # the two tables of the first batches gain the process's edges later: Atlas counts them updated
     assert (report.batches, report.created, report.updated, report.unchanged, report.failed) == (
         3,
         4,
-        0,
+        2,
         0,
         0,
     )

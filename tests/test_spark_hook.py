@@ -160,7 +160,10 @@ def test_ctas_join_aggregate_where(hooked: Hooked) -> None:
     assert hooked.column_lineage_attrs(f"default.agg_t.country@{NS}", "DIRECT")["effect"] == "EXACT_COPY"
     n = hooked.column_inputs(f"default.agg_t.n@{NS}")
     assert "DIRECT" not in n  # count(*) copies no column
-    assert "default.src" in n["INDIRECT"]  # ... it counts src's rows (the table itself)
+    # ... it counts src's rows: a property of its column lineage, not an input (no node on src's Lineage tab)
+    assert "default.src" not in n.get("INDIRECT", set())
+    rows = hooked.column_lineage_attrs(f"default.agg_t.n@{NS}", "INDIRECT")["rowSources"]
+    assert f"default.src@{NS}" in rows  # the join's row set: both tables
 
 
 def test_insert_into_and_insert_overwrite(hooked: Hooked) -> None:
@@ -244,7 +247,9 @@ def test_temp_view_chain_resolves_to_sources(hooked: Hooked) -> None:
     hooked.sql("CREATE OR REPLACE TEMP VIEW tv2 AS SELECT id, amount * 10 AS amt10 FROM tv1")
     hooked.sql("CREATE TABLE chain_t USING parquet AS SELECT * FROM tv2")
     hooked.flush()
-    assert hooked.names("atlas_bridge_view") == []  # temp views are no Atlas entities
+    tables = hooked.names("atlas_bridge_table")
+    # temp views are no Atlas entities
+    assert not [n for n in tables if n.startswith(("default.tv1@", "default.tv2@"))]
     assert set(hooked.table_inputs(f"default.chain_t@{NS}").popitem()[1]) == {f"default.src@{NS}"}
     assert hooked.column_inputs(f"default.chain_t.amt10@{NS}") == {
         "DIRECT": {"default.src.amount"},
@@ -256,7 +261,7 @@ def test_persistent_view(hooked: Hooked) -> None:
     hooked.sql("DROP VIEW IF EXISTS v_big")
     hooked.sql("CREATE VIEW v_big AS SELECT id, amount FROM src WHERE amount > 20")
     hooked.flush()
-    assert set(hooked.table_inputs(f"default.v_big@{NS}", "atlas_bridge_view").popitem()[1]) == {
+    assert set(hooked.table_inputs(f"default.v_big@{NS}", "atlas_bridge_table").popitem()[1]) == {
         f"default.src@{NS}"
     }
 

@@ -3,11 +3,13 @@
 What goes to Atlas by default:
 
 * **Datasets**: the permanent tables, views, paths, stages and streams that take part in the lineage (or
-  that a process writes), as ``atlas_bridge_table`` / ``_view`` / ``_path``, each with its real columns as
+  that a process writes), as ``atlas_bridge_table`` (a view too, with ``tableType`` ``VIRTUAL_VIEW``: one
+  type whatever a scan saw, so one entity per qualifiedName) / ``_path``, each with its real columns as
   ``atlas_bridge_column`` entities. Tool-made columns (``PseudoRows``) and ``*`` are never columns.
 * **Processes**: one ``atlas_bridge_process`` per statement that moves data, inputs and outputs taken from
   table-level lineage (``graph.table_level``'s rule: self-lineage dropped). Its qualifiedName is stable
-  across runs, so Atlas de-duplicates re-runs.
+  across runs and edits (operation, inputs and outputs, never the text: ``naming``), so Atlas
+  de-duplicates re-runs and an edited statement updates its own process.
 * **Column lineage**: from *end-to-end* column lineage (resultsets collapsed), one
   ``atlas_bridge_column_lineage`` per (process, target column, dependency kind): ``DIRECT`` gathers the
   ``fdd`` sources (with the transform ``expression`` and ``effect``), ``INDIRECT`` the ``fdr`` ones (with the
@@ -21,10 +23,12 @@ What goes to Atlas by default:
     column-lineage node, and all the column lineage upstream of the filter, on the target table's
     Lineage tab, for nearly every statement. When the statement writes no real column there (``DELETE
     ... WHERE``), the restriction stays in table-level lineage only;
-  - a row count that feeds a value (``source.PseudoRows -> target.col``: COUNT(*)) has no source column, so
-    the source *dataset entity itself* is an input of that column's lineage process: the column's Lineage
-    tab shows the table it counts. The price is one column-lineage node on that table's own Lineage tab
-    (downstream side), accepted because aggregates without a column argument are rare;
+  - a row count that feeds a value (``source.PseudoRows -> target.col``: COUNT(*), EXISTS) has no source
+    column. The dataset is *not* made an input of the column lineage (that would draw a column-lineage node
+    on the table's own Lineage tab, which shows table-level processes only); its qualifiedName goes into
+    the column lineage's ``rowSources`` attribute instead, shown in its properties (the table-level edge is
+    drawn by the process anyway). A column lineage whose only source is a row count has no inputs, so it
+    shows on no Lineage tab; its ``rowSources`` still says what it counts;
   - row set to row set (``PseudoRows -> PseudoRows``) is exactly the table-level edge, already drawn by
     the process.
 * **Process executions**: one ``atlas_bridge_process_execution`` per process when a :class:`RunInfo` is
@@ -34,18 +38,23 @@ What goes to Atlas by default:
 
 How it is sent, because Atlas replaces any relationship array it receives:
 
-* a column carries its ``table`` end; the dataset never carries ``columns``, so reading two columns of a
-  ten-column table leaves the other eight alone. Column lineage and executions carry their ``process``
-  end; the process never carries ``columnLineages`` or ``processExecutions``. A process's ``inputs`` and
-  ``outputs`` and a column lineage's are sent whole: they are complete for that statement.
+* a column carries its ``table`` end. A dataset carries ``columns`` only when the lineage defines it
+  (CTAS, CREATE VIEW, CREATE EXTERNAL TABLE: its whole schema is known), so an edited definition drops
+  the columns it lost, while reading two columns of a ten-column table leaves the other eight alone.
+  Column lineage and executions carry their ``process`` end; the process carries ``columnLineages``
+  (complete for its statement, so an edit drops the column lineage it lost), never ``processExecutions``
+  (one per run, they accumulate). A process's ``inputs`` and ``outputs`` and a column lineage's are sent
+  whole: they are complete for that statement.
 * every entity is sent with its required attributes (qualifiedName, name), never with nulls, so
   re-sending a table that is only read changes nothing.
 * every reference is an ``AtlasRelatedObjectId`` with ``relationshipType``, ``typeName`` and
   ``uniqueAttributes``, plus the negative placeholder ``guid`` when the referenced entity is in the same
   body (Atlas resolves unique attributes against the store only).
-* entities are ordered in tiers (datasets and their columns, then processes, then column lineage and
-  executions) and batches are cut from that order, so a reference is either to the same batch (by guid)
-  or to an earlier one (by unique attributes): every batch stands alone when batches are sent in order.
+* entities are ordered in tiers (datasets and their columns, then processes each followed by their column
+  lineage and executions) and batches are cut from that order without splitting an owner from its
+  children, so a reference is either to the same batch (by guid) or to an earlier one (by unique
+  attributes): every batch stands alone when batches are sent in order. An owner with more children than
+  one batch holds is sent first without its child array and again after its last child with it.
 """
 
 from __future__ import annotations
@@ -53,7 +62,7 @@ from __future__ import annotations
 import json
 import logging
 from collections import defaultdict
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -76,6 +85,9 @@ logger = logging.getLogger(__name__)
 
 TYPE_TABLE = "atlas_bridge_table"
 TYPE_VIEW = "atlas_bridge_view"
+"""Registered only for entities older versions stored; never sent (a view is a table, ``tableType``)."""
+TABLE_TYPE_VIEW = "VIRTUAL_VIEW"
+TABLE_TYPE_STREAM = "STREAM"
 TYPE_PATH = "atlas_bridge_path"
 TYPE_RESULTSET = "atlas_bridge_resultset"
 TYPE_COLUMN = "atlas_bridge_column"
@@ -92,7 +104,13 @@ REL_OUTPUTS = "process_dataset_outputs"
 _PSEUDO_NAMES = frozenset({PSEUDO_ROWS.lower(), "relationrows"})
 # When two model datasets land on one qualifiedName, the more specific type wins.
 _TYPE_RANK = {TYPE_VIEW: 0, TYPE_PATH: 1, TYPE_TABLE: 2, TYPE_RESULTSET: 3}
-_TIER_DATASETS, _TIER_PROCESSES, _TIER_DETAILS = 1, 2, 3
+# A process and what it owns (column lineage, executions) share one tier and sort together, as a dataset
+# and its columns do: an owner that lists its children (``columns``, ``columnLineages``) travels in one body
+# with them.
+_TIER_DATASETS, _TIER_PROCESSES = 1, 2
+_TIER_DETAILS = _TIER_PROCESSES
+_CHILD_ARRAYS = ("columnLineages", "columns")
+"""Owner-side arrays of COMPOSITION children: sent whole, so Atlas deletes the children no longer listed."""
 
 
 class RunInfo(BaseModel):
@@ -148,9 +166,10 @@ def _is_real(col: Column) -> bool:
 
 
 def _dataset_type(ds: Dataset, resultsets: bool = False) -> str | None:
-    if ds.kind is DatasetKind.VIEW:
-        return TYPE_VIEW
-    if ds.kind in (DatasetKind.TABLE, DatasetKind.STREAM):
+    # A view is an atlas_bridge_table with tableType VIRTUAL_VIEW, as Hive's model keeps views as hive_table:
+    # a scan that only reads a view cannot tell it from a table, and Atlas matches a qualifiedName within
+    # one type and its subtypes, so one type for both is what keeps one entity per name in any scan order.
+    if ds.kind in (DatasetKind.TABLE, DatasetKind.VIEW, DatasetKind.STREAM):
         return TYPE_TABLE
     if ds.kind in (DatasetKind.PATH, DatasetKind.STAGE):
         return TYPE_PATH
@@ -199,11 +218,12 @@ class _Builder:
             if ds.catalog:
                 attrs["catalogName"] = ds.catalog.lower()
             if ds.kind is DatasetKind.STREAM:
-                attrs["tableType"] = "STREAM"
-            if type_name == TYPE_VIEW:
+                attrs["tableType"] = TABLE_TYPE_STREAM
+            if ds.kind is DatasetKind.VIEW:
+                attrs["tableType"] = TABLE_TYPE_VIEW
                 text = self._view_text(ds)
                 if text:
-                    attrs["viewText"] = text
+                    attrs["viewOriginalText"] = text
         old_type = self.dataset_type.get(qn)
         if old_type is not None:
             old = self.entities.pop((old_type, qn))
@@ -283,7 +303,9 @@ class _Builder:
                 attrs["sourceLine"] = proc.span.line
             if proc.procedure:
                 attrs["procedureName"] = proc.procedure
-            entity = _Entity(_TIER_PROCESSES, qn, TYPE_PROCESS, qn, attrs, {"inputs": [], "outputs": []})
+            # columnLineages is complete for the statement: an edit drops the column lineage it lost.
+            refs: dict[str, list[_Ref] | _Ref] = {"inputs": [], "outputs": [], "columnLineages": []}
+            entity = _Entity(_TIER_PROCESSES, qn, TYPE_PROCESS, qn, attrs, refs)
             self.entities[entity.key] = entity
         ins = entity.refs["inputs"]
         outs = entity.refs["outputs"]
@@ -357,9 +379,11 @@ class _Restriction:
     expressions: set[str] = field(default_factory=set)
 
 
-def _process_qualified_names(lineage: Lineage, namespace: str) -> dict[str, str]:
-    """Every process's qualifiedName in one pass (``naming.process_qualified_name`` for each, in bulk)."""
+def _process_qualified_names(lineage: Lineage, e2e: Lineage, namespace: str) -> dict[str, str]:
+    """Every process's qualifiedName in one pass (``naming.process_qualified_name`` for each, in bulk):
+    operation, permanent inputs (end to end) and outputs, never the statement's text."""
     by_id = {d.id: d for d in lineage.datasets}
+    e2e_by_id = {d.id: d for d in e2e.datasets}
     written: dict[str, set[str]] = defaultdict(set)
     for rel in lineage.relations:
         if rel.process_id is not None:
@@ -367,11 +391,19 @@ def _process_qualified_names(lineage: Lineage, namespace: str) -> dict[str, str]
     for ds in lineage.datasets:
         for pid in ds.process_ids:
             written[pid].add(ds.id)
+    read: dict[str, set[str]] = defaultdict(set)
+    for rel in e2e.relations:
+        if rel.process_id is not None:
+            read[rel.process_id].add(rel.source.dataset_id)
     out: dict[str, str] = {}
     for proc in lineage.processes:
         ids = sorted(i for i in written.get(proc.id, ()) if i in by_id and by_id[i].kind.is_permanent)
         outputs = [naming.dataset_qualified_name(by_id[i], namespace) for i in ids]
-        out[proc.id] = naming.process_qualified_name_from(outputs, proc.query_hash, namespace)
+        srcs = sorted(i for i in read.get(proc.id, ()) if i in e2e_by_id and e2e_by_id[i].kind.is_permanent)
+        inputs = [naming.dataset_qualified_name(e2e_by_id[i], namespace) for i in srcs]
+        out[proc.id] = naming.process_qualified_name_from(
+            proc.type, inputs, outputs, proc.query_hash, namespace
+        )
     return out
 
 
@@ -387,8 +419,8 @@ def _build(
     its columns), whose qualifiedNames are added to ``unused`` (a part of a bigger lineage: another part
     may use them, and their columns belong to the union)."""
     b = _Builder(lineage, namespace, resultsets)
-    b.process_qn = _process_qualified_names(lineage, namespace)
     e2e = end_to_end(lineage)
+    b.process_qn = _process_qualified_names(lineage, e2e, namespace)
     # Permanent datasets only -> their real column names.
     real = {
         d.id: {c.name for c in d.columns if _is_real(c)} for d in e2e.datasets if _dataset_type(d, resultsets)
@@ -411,6 +443,18 @@ def _build(
             table_edges[rel.process_id].add((src_id, tgt_id))
         if rel.type in chain and rel.target.column in real[tgt_id]:
             written[(rel.process_id, tgt_id)].add(rel.target.column)
+
+    # A column written from no source (a literal, CAST(GETDATE() AS DATE)) has no end-to-end relation, yet a
+    # filter on the statement's rows restricts it like any other: count it among the written columns.
+    for rel in lineage.relations:
+        tgt = rel.target
+        if (
+            rel.type in chain
+            and rel.process_id in b.process_qn
+            and tgt.dataset_id in real
+            and tgt.column in real[tgt.dataset_id]
+        ):
+            written[(rel.process_id, tgt.dataset_id)].add(tgt.column)
 
     # Column lineage, keyed by qualifiedNames (process, target column, dependency) so the same statement
     # twice in a script makes one entity. Row restrictions (column -> target row set) are gathered per
@@ -476,8 +520,28 @@ def _build(
                 if qn is not None and qn not in used_qns:
                     unused.add(qn)
     for ent in b.entities.values():
-        if ent.type_name == TYPE_COLUMN:  # its owner's type is final only now (table -> view)
+        if ent.type_name == TYPE_COLUMN:  # its owner's type is final only now (table -> path)
             ent.refs["table"] = _Ref(b.dataset_type[ent.group], ent.group, REL_COLUMNS)
+    # A dataset this lineage defines (CTAS, CREATE VIEW, DDL: its whole schema is known) lists its columns,
+    # so Atlas drops the ones an edited definition no longer has. A dataset that is only read or inserted
+    # into never does: reading two columns of a ten-column table must leave the other eight alone.
+    defined: set[str] = set()
+    for (pid, tgt_id), cols in written.items():
+        target = b.by_id.get(tgt_id)
+        if (
+            cols
+            and naming.is_defining_operation(b.procs[pid].type)
+            and target is not None
+            and not any(c.name == "*" for c in target.columns)
+            and tgt_id in b.dataset_qn
+        ):
+            defined.add(b.dataset_qn[tgt_id])
+    for ent in b.entities.values():
+        if ent.type_name == TYPE_COLUMN and ent.group in defined:
+            owner = b.entities[(b.dataset_type[ent.group], ent.group)]
+            owned = owner.refs.setdefault("columns", [])
+            assert isinstance(owned, list)
+            owned.append(_Ref(TYPE_COLUMN, ent.qualified_name, REL_COLUMNS))
 
     # Processes: those with table-level edges or column lineage; one entity per qualifiedName.
     proc_entities: dict[str, _Entity] = {}
@@ -486,6 +550,11 @@ def _build(
         proc_entities[pid] = b.add_process(b.procs[pid], [s for s, _ in pairs], [t for _, t in pairs])
 
     for (pqn, out_qn, dep), cl in col_lineage.items():
+        # A column is never its own source (MERGE ... ON t.id = s.id makes t.id restrict the rows written
+        # into t.id): Atlas would draw a loop. What is left with no source at all is not sent.
+        cl.inputs = {i for i in cl.inputs if i.qualified_name != out_qn}
+        if not cl.inputs and not cl.table_inputs:
+            continue
         qn = naming.column_lineage_qualified_name(pqn, out_qn, dep, namespace)
         label = out_qn.removesuffix(f"@{namespace}")
         clauses = sorted(cl.clauses)
@@ -497,15 +566,19 @@ def _build(
             attrs["expression"] = "\n".join(sorted(cl.expressions))
         if cl.effects:
             attrs["effect"] = max(cl.effects, key=lambda e: e.rank).value
-        inputs = cl.inputs | {b.table_ref(i, REL_INPUTS) for i in cl.table_inputs}
+        if cl.table_inputs:  # a property, not an input: the table's Lineage tab shows processes only
+            attrs["rowSources"] = sorted({b.dataset_qn[i] for i in cl.table_inputs})
         refs: dict[str, list[_Ref] | _Ref] = {
-            "inputs": sorted(inputs),
+            "inputs": sorted(cl.inputs),
             "outputs": [cl.output],
             "process": _Ref(TYPE_PROCESS, pqn, REL_COLUMN_LINEAGES),
         }
         b.entities[(TYPE_COLUMN_LINEAGE, qn)] = _Entity(
             _TIER_DETAILS, pqn, TYPE_COLUMN_LINEAGE, qn, attrs, refs
         )
+        owned = b.entities[(TYPE_PROCESS, pqn)].refs["columnLineages"]
+        assert isinstance(owned, list)
+        owned.append(_Ref(TYPE_COLUMN_LINEAGE, qn, REL_COLUMN_LINEAGES))
 
     if run is not None:
         for pid, proc_entity in sorted(proc_entities.items()):
@@ -575,8 +648,8 @@ def to_atlas_entities(
     ... # doctest: +NORMALIZE_WHITESPACE
     [('-1', 'atlas_bridge_table', 's.a@cl1'), ('-2', 'atlas_bridge_column', 's.a.x@cl1'),
      ('-3', 'atlas_bridge_table', 's.b@cl1'), ('-4', 'atlas_bridge_column', 's.b.x@cl1'),
-     ('-5', 'atlas_bridge_process', 's.b@cl1:abababababababab'),
-     ('-6', 'atlas_bridge_column_lineage', 's.b@cl1:abababababababab:s.b.x:direct')]
+     ('-5', 'atlas_bridge_process', 'INSERT:s.a@cl1->s.b@cl1'),
+     ('-6', 'atlas_bridge_column_lineage', 'INSERT:s.a@cl1->s.b@cl1:s.b.x:direct')]
     >>> ents[4]["relationshipAttributes"]["inputs"]  # doctest: +NORMALIZE_WHITESPACE
     [{'typeName': 'atlas_bridge_table', 'uniqueAttributes': {'qualifiedName': 's.a@cl1'},
       'relationshipType': 'dataset_process_inputs', 'guid': '-1'}]
@@ -586,27 +659,75 @@ def to_atlas_entities(
     return [_render(e, guids[e.key], guids) for e in entities]
 
 
+def _groups(entities: Iterable[_Entity]) -> Iterator[list[_Entity]]:
+    """Runs of entities of one owner (a dataset and its columns, a process and what it owns)."""
+    run: list[_Entity] = []
+    for e in entities:
+        if run and (e.tier, e.group) != (run[0].tier, run[0].group):
+            yield run
+            run = []
+        run.append(e)
+    if run:
+        yield run
+
+
+def _cut(
+    entities: Iterable[_Entity],
+    max_entities: int,
+    size: Callable[[_Entity], int] | None = None,
+    max_bytes: int | None = None,
+) -> Iterator[list[_Entity]]:
+    """Bodies of at most ``max_entities`` (and about ``max_bytes``), an owner's group never split when it fits
+    one body. A group too big for one body sends its owner first without its child arrays (the children do
+    not exist yet) and once more after the last child with them, so every body stands alone."""
+    chunk: list[_Entity] = []
+    used = 0
+
+    def fits(count: int, nbytes: int) -> bool:
+        return len(chunk) + count <= max_entities and (max_bytes is None or used + nbytes <= max_bytes)
+
+    for group in _groups(entities):
+        sizes = [size(e) for e in group] if size is not None else [0] * len(group)
+        if not fits(len(group), sum(sizes)) and chunk:
+            yield chunk
+            chunk, used = [], 0
+        if fits(len(group), sum(sizes)):
+            chunk.extend(group)
+            used += sum(sizes)
+            continue
+        owner = group[0]
+        seq = list(zip(group, sizes, strict=True))
+        if owner.qualified_name == owner.group and any(k in owner.refs for k in _CHILD_ARRAYS):
+            refs = {k: v for k, v in owner.refs.items() if k not in _CHILD_ARRAYS}
+            first = _Entity(
+                owner.tier, owner.group, owner.type_name, owner.qualified_name, owner.attributes, refs
+            )
+            seq = [(first, size(first) if size is not None else 0), *seq[1:], seq[0]]
+        for e, n in seq:
+            if chunk and not fits(1, n):
+                yield chunk
+                chunk, used = [], 0
+            if max_bytes is not None and n > max_bytes:
+                logger.warning(
+                    "entity %s alone is %d bytes, over max_bytes=%d", e.qualified_name, n, max_bytes
+                )
+            chunk.append(e)
+            used += n
+    if chunk:
+        yield chunk
+
+
 def _chunks(
     entities: list[_Entity], guids: dict[tuple[str, str], str], max_entities: int, max_bytes: int | None
 ) -> list[list[_Entity]]:
     if max_bytes is None:
-        return [entities[i : i + max_entities] for i in range(0, len(entities), max_entities)]
-    out: list[list[_Entity]] = []
-    chunk: list[_Entity] = []
-    size = 0
-    for e in entities:
+        return list(_cut(entities, max_entities))
+
+    def size(e: _Entity) -> int:
         # Rendered with every reference carrying its guid: an upper bound of the size in any chunk.
-        n = len(json.dumps(_render(e, guids[e.key], guids), sort_keys=True)) + 2
-        if chunk and (len(chunk) >= max_entities or size + n > max_bytes):
-            out.append(chunk)
-            chunk, size = [], 0
-        if n > max_bytes:
-            logger.warning("entity %s alone is %d bytes, over max_bytes=%d", e.qualified_name, n, max_bytes)
-        chunk.append(e)
-        size += n
-    if chunk:
-        out.append(chunk)
-    return out
+        return len(json.dumps(_render(e, guids[e.key], guids), sort_keys=True)) + 2
+
+    return list(_cut(entities, max_entities, size, max_bytes))
 
 
 def to_atlas_batches(
@@ -744,6 +865,13 @@ def _entity_of(record: dict[str, Any], dataset_types: Mapping[str, str]) -> _Ent
     )
 
 
+def count_batches(
+    records: Iterable[dict[str, Any]], *, dataset_types: Mapping[str, str], max_entities: int = 500
+) -> int:
+    """How many bodies :func:`batches_from_records` cuts from these records (nothing rendered)."""
+    return sum(1 for _ in _cut((_entity_of(r, dataset_types) for r in records), max_entities))
+
+
 def batches_from_records(
     records: Iterable[dict[str, Any]], *, dataset_types: Mapping[str, str], max_entities: int = 500
 ) -> Iterator[dict[str, Any]]:
@@ -757,20 +885,9 @@ def batches_from_records(
         msg = f"max_entities must be at least 1, not {max_entities}"
         raise ValueError(msg)
     counter = 0
-    chunk: list[_Entity] = []
-
-    def flush() -> dict[str, Any]:
-        nonlocal counter
+    for chunk in _cut((_entity_of(r, dataset_types) for r in records), max_entities):
         local: dict[tuple[str, str], str] = {}
         for e in chunk:
             counter += 1
-            local[e.key] = f"-{counter}"
-        return {"entities": [_render(e, local[e.key], local) for e in chunk], "referredEntities": {}}
-
-    for record in records:
-        chunk.append(_entity_of(record, dataset_types))
-        if len(chunk) >= max_entities:
-            yield flush()
-            chunk = []
-    if chunk:
-        yield flush()
+            local.setdefault(e.key, f"-{counter}")
+        yield {"entities": [_render(e, local[e.key], local) for e in chunk], "referredEntities": {}}

@@ -32,7 +32,9 @@ class EntityCollector:
         self._process_relations: dict[str, int] = {}
         self._loose_relations: set[str] = set()
         self._groups: set[str] = set()
-        self._spill = [self._dir / "processes.jsonl", self._dir / "details.jsonl"]
+        self._defined: set[str] = set()  # datasets some unit defines (CTAS, view): they list their columns
+        # One spill file: a unit's records come sorted, each process followed by what it owns.
+        self._spill = [self._dir / "processes.jsonl"]
         self._fhs: list[io.TextIOWrapper] | None = [open(p, "w", encoding="utf-8") for p in self._spill]  # noqa: SIM115
         self._spilled = 0
         self._dataset_order: list[tuple[bool, str]] | None = None
@@ -49,6 +51,8 @@ class EntityCollector:
             key = record_key(rec)
             if not key[0] and rec["qualifiedName"] not in unused:
                 self._used.add(rec["qualifiedName"])
+            if not key[0] and "columns" in rec.get("refs", {}):
+                self._defined.add(rec["qualifiedName"])
             old = self._datasets.get(key)
             if old is None:
                 self._datasets[key] = [rec["typeName"], rec["group"], rec["attributes"]]
@@ -63,7 +67,7 @@ class EntityCollector:
         for rec in procs:
             if rec["group"] in seen:
                 continue
-            fh = self._fhs[0] if rec["tier"] == 2 else self._fhs[1]
+            fh = self._fhs[0]
             fh.write(json.dumps(rec, separators=(",", ":"), ensure_ascii=False) + "\n")
             self._spilled += 1
         for ds_id, kind in records.get("kinds", {}).items():
@@ -101,7 +105,10 @@ class EntityCollector:
         return len(self._dataset_order) + self._spilled
 
     def batch_count(self, max_entities: int) -> int:
-        return -(-self.entities // max_entities)
+        """Bodies :meth:`batches` will give (cut without splitting an owner from its children)."""
+        from atlas_bridge.atlas.convert import count_batches
+
+        return count_batches(self.records(), dataset_types=self.dataset_types(), max_entities=max_entities)
 
     def counts(self) -> dict[str, int]:
         """Headline numbers for the report, as :func:`lineage_counts` gives them for a merged lineage."""
@@ -119,15 +126,27 @@ class EntityCollector:
         }
 
     def records(self) -> Iterator[dict[str, Any]]:
-        """Every record in delivery order: datasets and columns, processes, then column lineage."""
+        """Every record in delivery order: datasets each with its columns, then processes each with its
+        column lineage and executions (so an owner and its children travel in one body)."""
         from atlas_bridge.atlas.convert import REL_COLUMNS, TYPE_COLUMN
 
         self.finish()
         assert self._dataset_order is not None
         types = self.dataset_types()
+        # A defined dataset lists every column the estate holds for it (the union), so none is dropped
+        # that another unit still reads; a column no unit mentions any more leaves its Schema tab.
+        owned: dict[str, list[list[str]]] = {}
+        for key in self._dataset_order:
+            type_name, group, _attrs = self._datasets[key]
+            if type_name == TYPE_COLUMN and group in self._defined:
+                owned.setdefault(group, []).append([TYPE_COLUMN, key[1], REL_COLUMNS])
         for key in self._dataset_order:
             type_name, group, attrs = self._datasets[key]
-            refs = {"table": [types[group], group, REL_COLUMNS]} if type_name == TYPE_COLUMN else {}
+            refs: dict[str, Any] = {}
+            if type_name == TYPE_COLUMN:
+                refs = {"table": [types[group], group, REL_COLUMNS]}
+            elif key[1] in self._defined:
+                refs = {"columns": owned.get(key[1], [])}
             yield {
                 "tier": 1,
                 "group": group,

@@ -166,8 +166,14 @@ def typedefs_export(output: str) -> None:
         raise _fail(e) from e
     if output == "-":
         click.echo(text, nl=False)
-    else:
-        Path(output).write_text(text, encoding="utf-8")
+        return
+    target = Path(output)
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)  # e.g. a models/ folder not made yet
+        target.write_text(text, encoding="utf-8")
+    except OSError as e:
+        msg = f"cannot write {output}: {e.strerror or e}"
+        raise click.ClickException(msg) from e
 
 
 @click.command("push")

@@ -89,7 +89,10 @@ def page_data(entities: Iterable[Mapping[str, Any]], title: str = "Lineage") -> 
             label = _dataset_label(entity, namespace) if entity else _strip_namespace(qn, namespace)
             datasets[did] = {"id": did, "qn": qn, "name": label, "kind": _TYPE_KIND.get(type_name, "table")}
         if entity is not None:
-            view_text = (entity.get("attributes") or {}).get("viewText")
+            attrs = entity.get("attributes") or {}
+            if attrs.get("tableType") == "VIRTUAL_VIEW":  # a view is an atlas_bridge_table (issue 16)
+                datasets[did]["kind"] = "view"
+            view_text = attrs.get("viewOriginalText") or attrs.get("viewText")
             if view_text:
                 datasets[did]["sql"] = view_text
         return did
@@ -151,9 +154,12 @@ def page_data(entities: Iterable[Mapping[str, Any]], title: str = "Lineage") -> 
         for r in _refs(e, "inputs"):
             if r.get("typeName") == _TYPE_COLUMN:
                 sources.append(column(_qn(r), None))
-            else:  # a dataset's row set feeds the column (COUNT(*))
+            else:  # older payloads: a dataset's row set as an input (COUNT(*))
                 did = dataset(_qn(r), str(r.get("typeName", "")))
                 sources.append(column(f"{_qn(r)}#{_ROWS}", did, _ROWS))
+        for row_qn in attrs.get("rowSources") or ():  # a dataset's row set feeds the column (COUNT(*))
+            did = dataset(str(row_qn), "atlas_bridge_table")
+            sources.append(column(f"{row_qn}#{_ROWS}", did, _ROWS))
         for out in _refs(e, "outputs"):
             target = column(_qn(out), None)
             for source in sources:

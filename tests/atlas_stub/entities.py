@@ -75,15 +75,25 @@ class EntityStore:
         pending: list[tuple[dict[str, Any], bool]] = [(e, True) for e in entities]
         pending += [(e, False) for e in referred.values()]
         for raw, top in pending:
+            if raw is None:
+                # AtlasEntityStoreV2.createOrUpdate: a null entry is "no entities" (400-00-01A, issue 16).
+                raise AtlasHTTPError(400, "ATLAS-400-00-01A", "no entities to create/update.")
             if not isinstance(raw, dict):
                 raise AtlasHTTPError(400, None, "", raw={"error": "Cannot deserialize AtlasEntity"})
             if "guid" in raw and raw["guid"] is None:
                 # §2.3: an explicit null guid is refused.
                 raise AtlasHTTPError(400, "ATLAS-400-00-021", "Given instance guid null is invalid/not found")
+            if raw.get("guid") == "":
+                # AtlasTypeUtil.isValidGuid: "" is neither a placeholder nor a guid (400-00-021, issue 16).
+                raise AtlasHTTPError(400, "ATLAS-400-00-021", "ObjectId is not valid AtlasObjectId{guid=''}")
             guid = raw.get("guid")
             if guid is None:
                 self._counter += 1
                 guid = f"-{self._counter}"
+            if str(guid) in by_placeholder:
+                # The stream looks entities up by guid: the first with a guid wins, later ones are never
+                # read (issue 16).
+                continue
             type_name = raw.get("typeName")
             if not isinstance(type_name, str) or self._entity_def(type_name) is None:
                 raise AtlasHTTPError(
@@ -107,6 +117,28 @@ class EntityStore:
                     changed = True
         items = [i for i in items if i["top"] or i.get("used")]
         by_placeholder = {i["guid"]: i for i in items}
+        # The same type and unique attributes twice in one request are one entity: the first occurrence
+        # creates (or matches) it and the later ones are applied on top, in order (issue 16).
+        first_of: dict[tuple[str, str], dict[str, Any]] = {}
+        kept: list[dict[str, Any]] = []
+        for item in items:
+            qn = (item["raw"].get("attributes") or {}).get("qualifiedName")
+            key = (item["typeName"], qn) if isinstance(qn, str) else None
+            first = first_of.get(key) if key is not None else None
+            if first is None:
+                if key is not None:
+                    first_of[key] = item
+                kept.append(item)
+                continue
+            merged = copy.deepcopy(first["raw"])
+            for section in ("attributes", "relationshipAttributes"):
+                later = item["raw"].get(section) or {}
+                if later:
+                    merged[section] = {**(merged.get(section) or {}), **later}
+            first["raw"] = merged
+            first.setdefault("aliases", []).append(item["guid"])
+            by_placeholder[item["guid"]] = first
+        items = kept
         # Match: a real guid by guid, else by unique attributes among ACTIVE entities of the type or subtypes.
         for item in items:
             guid = item["guid"]
@@ -188,13 +220,13 @@ class EntityStore:
         # §9: the child end of a COMPOSITION is mandatory on the child (one of the relationships sharing
         # the attribute name is enough, e.g. hive_column.table in columns or partitionKeys).
         for name, options in sorted(rel_attrs.items()):
+            # A stored child re-sent without it is refused too: matched entities are validated in full (§9).
             children = [o for o in options if o.category == "COMPOSITION" and not o.is_container]
             if not children or rel_values.get(name) is not None:
                 continue
-            if not any(self._has_edge(item["match"], o) for o in children):
-                raise _e007(
-                    f"{type_name}.{name}: mandatory attribute value missing in type {type_name}",
-                )
+            raise _e007(
+                f"{type_name}.{name}: mandatory attribute value missing in type {type_name}",
+            )
         resolved: dict[str, tuple[_RelAttr, list[str] | str | None]] = {}
         for name, value in rel_values.items():
             if name not in rel_attrs:
@@ -226,12 +258,19 @@ class EntityStore:
         self, ref: Any, opt: _RelAttr, by_placeholder: dict[str, dict[str, Any]], owner_type: str, attr: str
     ) -> str:
         """§2.3: by guid (negative: in this payload; real: in the store), else by uniqueAttributes (store)."""
+        if isinstance(ref, str):
+            # A bare string is read as an AtlasObjectId with no guid and no unique attributes
+            # (AtlasEntityGraphDiscoveryV2.validateObjectId: ATLAS-400-00-021, issue 16).
+            raise AtlasHTTPError(400, "ATLAS-400-00-021", f"ObjectId is not valid {ref}")
         if not isinstance(ref, dict):
             raise _e007(
                 f"{owner_type}.{attr}={ref}: invalid value for type {opt.other_type}",
             )
         guid = ref.get("guid")
         ref_type = ref.get("typeName")
+        if not guid and not ref.get("uniqueAttributes"):
+            # Only a typeName: nothing to resolve it by (ATLAS-400-00-021, issue 16).
+            raise AtlasHTTPError(400, "ATLAS-400-00-021", f"ObjectId is not valid {ref}")
         target_type: str
         target: str
         if isinstance(guid, str) and guid.startswith("-"):
@@ -277,9 +316,13 @@ class EntityStore:
         if t == "string":
             return True
         if t in ("int", "long", "short", "byte", "biginteger"):
-            return (isinstance(value, int) and not isinstance(value, bool)) or (
-                isinstance(value, str) and re.fullmatch(r"-?\d+", value) is not None
-            )
+            if isinstance(value, str) and re.fullmatch(r"-?\d+", value) is not None:
+                value = int(value)
+            if not isinstance(value, int) or isinstance(value, bool):
+                return False
+            # AtlasBuiltInTypes: a value outside the type's range is invalid (404-007, issue 16).
+            bits = {"byte": 8, "short": 16, "int": 32, "long": 64}.get(t)
+            return bits is None or -(2 ** (bits - 1)) <= value < 2 ** (bits - 1)
         if t in ("float", "double", "bigdecimal"):
             if isinstance(value, bool):
                 return False
@@ -314,7 +357,17 @@ class EntityStore:
         if d is not None and d["category"] == "ENUM":
             return value in [e.get("value") for e in d.get("elementDefs") or []]
         if d is not None and d["category"] == "STRUCT":
-            return isinstance(value, dict)
+            # AtlasStructType.isValidValue: every mandatory field present, every field valid (issue 16).
+            if not isinstance(value, dict):
+                return False
+            for a in d.get("attributeDefs") or []:
+                v = value.get(a["name"])
+                if v is None:
+                    if not a.get("isOptional", False):
+                        return False
+                elif not self._value_ok(a.get("typeName", "string"), v):
+                    return False
+            return True
         return True
 
     def _apply(self, items: list[dict[str, Any]]) -> dict[str, Any]:
@@ -324,6 +377,7 @@ class EntityStore:
         created: list[str] = []
         updated: list[str] = []
         deleted: list[str] = []
+        touched: set[str] = set()
         real_of: dict[str, str] = {}
         for item in items:
             if item["match"] is None:
@@ -345,6 +399,10 @@ class EntityStore:
                 real_of[item["guid"]] = item["match"]
             if item["guid"].startswith("-"):
                 assignments[item["guid"]] = real_of[item["guid"]]
+            for alias in item.get("aliases", ()):
+                real_of[alias] = real_of[item["guid"]]
+                if alias.startswith("-"):
+                    assignments[alias] = real_of[item["guid"]]
         ordered = [i for i in items if i["match"] is None] + [i for i in items if i["match"] is not None]
         for item in ordered:
             guid = real_of[item["guid"]]
@@ -361,11 +419,20 @@ class EntityStore:
                     real_of.get(t, t)
                     for t in (target if isinstance(target, list) else [target] if target else [])
                 ]
-                changed |= self._set_relationship(guid, opt, targets, deleted)
+                changed |= self._set_relationship(guid, opt, targets, deleted, touched)
             if item["match"] is not None and changed and guid not in deleted:
                 ent["updateTime"] = now
                 ent["version"] += 1
                 updated.append(guid)
+        # The other end of a relationship added or removed is updated too (EntityGraphMapper records the
+        # inverse vertex: RequestContext.recordEntityUpdate), so it is in mutatedEntities.UPDATE (issue 16).
+        for guid in sorted(touched):
+            ent = self.entities[guid]
+            if guid in created or guid in updated or guid in deleted or ent["status"] != "ACTIVE":
+                continue
+            ent["updateTime"] = now
+            ent["version"] += 1
+            updated.append(guid)
         mutated: dict[str, list[dict[str, Any]]] = {}
         if created:
             mutated["CREATE"] = [self._header(g) for g in created]
@@ -387,15 +454,24 @@ class EntityStore:
             out.append((edge[f"end{3 - opt.end}"], edge_guid))
         return out
 
-    def _set_relationship(self, guid: str, opt: _RelAttr, targets: list[str], deleted: list[str]) -> bool:
+    def _set_relationship(
+        self,
+        guid: str,
+        opt: _RelAttr,
+        targets: list[str],
+        deleted: list[str],
+        touched: set[str] | None = None,
+    ) -> bool:
         """§2.4: the array (or single ref) sent replaces the stored one; dropped owned children die."""
         current = self._edges_of(guid, opt, active_only=True)
         current_targets = {t for t, _e in current}
         wanted = list(dict.fromkeys(targets))
         changed = False
+        touched = touched if touched is not None else set()
         for target, edge_guid in current:
             if target not in wanted:
                 self.edges[edge_guid]["status"] = "DELETED"
+                touched.add(target)
                 changed = True
                 if opt.is_container and opt.category == "COMPOSITION":
                     self._soft_delete(target, deleted)
@@ -406,8 +482,9 @@ class EntityStore:
             other_opt = _RelAttr(opt.relationship, 3 - opt.end, "", "", "", False, opt.category, False)
             other_single = self._other_end_single(opt)
             if other_single:
-                for _o, old_edge in self._edges_of(target, other_opt, active_only=True):
+                for old_owner, old_edge in self._edges_of(target, other_opt, active_only=True):
                     self.edges[old_edge]["status"] = "DELETED"
+                    touched.add(old_owner)
             edge_guid = self._next_guid()
             ends = {f"end{opt.end}": guid, f"end{3 - opt.end}": target}
             self.edges[edge_guid] = {
@@ -418,6 +495,7 @@ class EntityStore:
             }
             self._edges_by_entity.setdefault(guid, set()).add(edge_guid)
             self._edges_by_entity.setdefault(target, set()).add(edge_guid)
+            touched.add(target)
             changed = True
         return changed
 

@@ -16,6 +16,22 @@ from atlas_stub.common import (
     _RelAttr,
 )
 
+_RESERVED_TYPE_NAMES = frozenset(
+    # Atlas's DSL keywords (AtlasDSLLexer) and AtlasEntityHeader fields: a type so named could not be queried
+    {"select", "from", "where", "orderby", "groupby", "limit", "offset", "as", "isa", "is", "has", "asc",
+     "desc", "count", "max", "min", "sum", "and", "or", "like", "true", "false", "between", "in", "not",
+     "guid", "typename", "version", "status", "createdby", "updatedby", "createtime", "updatetime"}
+)  # fmt: skip
+
+
+def _end_identity(end: dict[str, Any]) -> tuple[Any, ...]:
+    return (
+        end.get("type"),
+        end.get("name"),
+        end.get("cardinality") or "SINGLE",
+        bool(end.get("isContainer", False)),
+    )
+
 
 class TypeRegistry:
     """Mixin of :class:`atlas_stub.AtlasStub`; the state it uses is set up there."""
@@ -226,6 +242,26 @@ class TypeRegistry:
             name = d["name"]
             if not _TYPE_NAME_RE.match(name):
                 raise AtlasHTTPError(400, "ATLAS-400-00-019", f"{name}: invalid name for type")
+            # AtlasTypeDefGraphStore: a DSL keyword or an entity header field cannot name a type
+            # (ATLAS-400-00-102, issue 16).
+            if name.lower() in _RESERVED_TYPE_NAMES:
+                raise AtlasHTTPError(400, "ATLAS-400-00-102", f"{name}: is a reserved keyword")
+        for d in incoming:
+            # AtlasStructType/AtlasEntityType.resolveReferences: a supertype chain may not lead back to the
+            # type itself (ATLAS-400-00-002 CIRCULAR_REFERENCE, issue 16).
+            todo, seen = list(d.get("superTypes") or []), set()
+            while todo:
+                st = todo.pop()
+                if st == d["name"]:
+                    raise AtlasHTTPError(
+                        400,
+                        "ATLAS-400-00-002",
+                        f"{d['name']}: invalid supertypes - circular reference back to self",
+                    )
+                if st in seen or st not in merged:
+                    continue
+                seen.add(st)
+                todo.extend(merged[st].get("superTypes") or [])
         for d in incoming:
             name = d["name"]
             for st in d.get("superTypes") or []:
@@ -382,7 +418,9 @@ class TypeRegistry:
                 raise AtlasHTTPError(
                     400, "ATLAS-400-00-039", f"invalid update for relationshipDef {name}: category"
                 )
+            # §2.1 (AtlasRelationshipDefStoreV2.preUpdateCheck): an end's type, name, cardinality and
+            # isContainer are fixed once created.
             for i, code in ((1, "ATLAS-400-00-037"), (2, "ATLAS-400-00-038")):
                 oe, ne = old.get(f"endDef{i}") or {}, new.get(f"endDef{i}") or {}
-                if (oe.get("type"), oe.get("name")) != (ne.get("type"), ne.get("name")):
+                if _end_identity(oe) != _end_identity(ne):
                     raise AtlasHTTPError(400, code, f"invalid update for relationshipDef {name}: end{i}")
