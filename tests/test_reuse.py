@@ -131,7 +131,7 @@ def test_prune_takes_back_what_a_removed_statement_made_and_nothing_else(
         first, _ = scan()
         assert first.exit_code == 0, first.output
         processes, tables = active(srv, "atlas_bridge_process"), active(srv, "atlas_bridge_path")
-        export = {qn for qn in processes if qn.startswith("s3a://acme-exports/")}
+        export = {qn for qn in processes if "s3a://acme-exports/" in qn}
         assert export
         (estate / "exports" / "daily_sales_export.hql").unlink()  # the statement is gone from the estate
 

@@ -98,6 +98,11 @@ def rewrite_batch(batch: Mapping[str, Any], found: Mapping[str, str]) -> dict[st
             if isinstance(table, dict) and ref(table) is not table:
                 rels.pop("table")
         rels = {k: ref(v) for k, v in rels.items()}
+        if isinstance(rels.get("columns"), list):
+            # A table of ours cannot own another hook's column: those stay out of its column list.
+            rels["columns"] = [
+                c for c in rels["columns"] if str(c.get("typeName", "")).startswith("atlas_bridge")
+            ]
         new = dict(entity)
         if rels or "relationshipAttributes" in entity:
             new["relationshipAttributes"] = rels
@@ -198,3 +203,13 @@ class EntityReuse:
         out = rewrite_batch(batch, found)
         self.reused += len(batch.get("entities") or []) - len(out.get("entities") or [])
         return out
+
+
+def post_batch(client: Any, batch: Mapping[str, Any], reuse: EntityReuse | None) -> dict[str, Any]:
+    """POST a batch after reuse rewrote it; a batch left with nothing of ours to send is not sent (Atlas
+    refuses an empty one: 400-01A) and counts as acknowledged."""
+    body = reuse.rewrite(batch) if reuse is not None else batch
+    if not body.get("entities"):
+        return {}
+    response: dict[str, Any] = client.post_entities(body)
+    return response

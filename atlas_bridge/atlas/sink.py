@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
+from atlas_bridge.atlas.reuse import post_batch
 from atlas_bridge.errors import AtlasAuthError, AtlasError, AtlasUnavailableError, ConfigError
 
 if TYPE_CHECKING:
@@ -284,7 +285,7 @@ class AtlasSink:
             self._spool(batch)
             return
         try:
-            response = self.client.post_entities(self.reuse.rewrite(batch) if self.reuse else batch)
+            response = post_batch(self.client, batch, self.reuse)
         except (AtlasUnavailableError, AtlasAuthError) as e:
             if self.spool_dir is None:
                 raise
@@ -451,7 +452,7 @@ def push_directory(
         else:
             batch = json.loads(text)
             try:
-                response = client.post_entities(reuse.rewrite(batch) if reuse else batch)
+                response = post_batch(client, batch, reuse)
             except (AtlasUnavailableError, AtlasAuthError):
                 raise  # Atlas is gone, or refuses the login (never retried: it can lock the account)
             except AtlasError as e:

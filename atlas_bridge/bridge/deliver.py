@@ -100,10 +100,12 @@ class AtlasDelivery:
         self._unsent: Any = None
 
     def send(self, batch: dict[str, Any]) -> tuple[int, int] | None:
+        from atlas_bridge.atlas.reuse import post_batch
+
         if self.down is not None:
             raise self.down
         try:
-            response = self.client.post_entities(self.reuse.rewrite(batch) if self.reuse else batch)
+            response = post_batch(self.client, batch, self.reuse)
         except (AtlasUnavailableError, AtlasAuthError) as e:
             self.down = e
             raise
