@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -171,3 +172,23 @@ def test_query_hash_of_literals_longer_than_a_slice() -> None:
     assert query_hash(f"select '{big}' FROM t") == query_hash(f"SELECT '{big}' from T")
     assert query_hash(f"select '{big}'") != query_hash(f"select '{big.lower()}'")
     assert query_hash(f"select '{big}'") == hashlib.sha256(f"select '{big}'".encode()).hexdigest()
+
+
+# -- sqlglot work-arounds -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["3 day", " 1 day 2 hours ", "H1day\t5day", "x5day 23day H", "\t-1.5  MONTH\n", "  ", "", "5 H\n2day.x"],
+)
+def test_linear_interval_regex_finds_what_sqlglots_finds(text: str) -> None:
+    """The replacement for sqlglot's INTERVAL_STRING_RE (quadratic on runs of blanks) is installed and finds
+    exactly the same parts, also behind a long run of blanks."""
+    from sqlglot import expressions
+
+    from atlas_bridge.extractors.sql import sqlglot_fixes
+
+    assert expressions.INTERVAL_STRING_RE is sqlglot_fixes.INTERVAL_STRING_RE
+    original = re.compile(sqlglot_fixes._ORIGINAL_INTERVAL)
+    for t in (text, " " * 800 + text, text + " " * 800 + "x 1 d"):
+        assert sqlglot_fixes.INTERVAL_STRING_RE.findall(t) == original.findall(t)

@@ -18,6 +18,7 @@ Modules:
 - :mod:`.registry` - the statement-handler registry (and script-level hooks: re-cutting statements,
   claiming a statement before it is parsed, post-handler hooks).
 - :mod:`.statements` - core handlers: queries, CREATE VIEW / TABLE [AS SELECT], INSERT [OVERWRITE].
+- :mod:`.sqlglot_fixes` - linear replacements for sqlglot regexes that bad input makes quadratic.
 
 Adding a statement handler (e.g. MERGE, UPDATE, LOAD DATA, procedures):
 
@@ -48,6 +49,7 @@ from sqlglot.errors import ErrorLevel, ParseError
 from sqlglot.parser import Parser
 
 from atlas_bridge.errors import ExtractionError
+from atlas_bridge.extractors.sql import sqlglot_fixes
 from atlas_bridge.extractors.sql.builder import GraphBuilder, ScriptGraph
 from atlas_bridge.extractors.sql.core import (
     QueryResult,
@@ -94,6 +96,7 @@ _HANDLER_MODULES = (
 )
 for _module in _HANDLER_MODULES:
     importlib.import_module(_module)
+sqlglot_fixes.apply()
 
 _ANSI = {"", "ansi", "sql", "standard"}
 

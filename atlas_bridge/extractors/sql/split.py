@@ -3,8 +3,10 @@
 The whole script is tokenized once with the dialect's own tokenizer (so semicolons inside strings, quoted
 identifiers and comments never split), and the token list is cut at top-level semicolons. Tokens keep
 offsets into the whole text, so every position reported later is a position in the file. When the
-tokenizer itself fails (an unterminated string, say), a character scanner splits the text instead and each
-piece is tokenized alone: only the piece that is broken is lost.
+tokenizer itself fails (an unterminated string, say), a character scanner that knows the dialect's quotes,
+comments and ``$$`` strings splits the text in one pass instead, and each piece is tokenized alone with its
+positions shifted into the file: only the piece that is broken is lost, and the cost stays linear (it was
+quadratic: every piece was tokenized behind a blanked copy of the text before it).
 
 T-SQL's ``GO`` alone on a line also ends a statement (a batch). Procedural blocks (``BEGIN ... END`` with
 inner semicolons) are not kept together here yet: issue 3's
