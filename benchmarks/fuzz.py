@@ -131,9 +131,9 @@ def split() -> bool:
         print(f"  {n:>6} {best_split:>8.3f} {best_tok:>10.3f} {ratios[n]:>6.2f} {1e6 * best_split / n:>8.1f}")
     growth = ratios[20_000] / ratios[4_000]
     own = per_stmt[20_000] / per_stmt[4_000]
-    print(f"  us/stmt growth 4,000 -> 20,000: {own:.2f}x   budget {SPLIT_GROWTH}x (quadratic would be 5x)")
-    print(f"  ratio growth 4,000 -> 20,000  : {growth:.2f}x   budget {SPLIT_GROWTH}x")
-    return growth <= SPLIT_GROWTH and own <= SPLIT_GROWTH
+    print(f"  ratio growth 4,000 -> 20,000  : {growth:.2f}x   budget {SPLIT_GROWTH}x (quadratic would be 5x)")
+    print(f"  us/stmt growth 4,000 -> 20,000: {own:.2f}x   (alone: noisy on a shared machine)")
+    return growth <= SPLIT_GROWTH
 
 
 def hash_() -> bool:
