@@ -18,6 +18,7 @@ Modules:
 - :mod:`.registry` - the statement-handler registry (and script-level hooks: re-cutting statements,
   claiming a statement before it is parsed, post-handler hooks).
 - :mod:`.statements` - core handlers: queries, CREATE VIEW / TABLE [AS SELECT], INSERT [OVERWRITE].
+- :mod:`.sqlglot_fixes` - linear replacements for sqlglot regexes that bad input makes quadratic.
 
 Adding a statement handler (e.g. MERGE, UPDATE, LOAD DATA, procedures):
 
@@ -44,10 +45,11 @@ from typing import Any
 
 from sqlglot import exp
 from sqlglot.dialects.dialect import Dialect
-from sqlglot.errors import ErrorLevel, ParseError, SqlglotError
+from sqlglot.errors import ErrorLevel, ParseError
 from sqlglot.parser import Parser
 
 from atlas_bridge.errors import ExtractionError
+from atlas_bridge.extractors.sql import sqlglot_fixes
 from atlas_bridge.extractors.sql.builder import GraphBuilder, ScriptGraph
 from atlas_bridge.extractors.sql.core import (
     QueryResult,
@@ -65,6 +67,7 @@ from atlas_bridge.extractors.sql.registry import (
 )
 from atlas_bridge.extractors.sql.schema import SchemaIndex
 from atlas_bridge.extractors.sql.split import LineIndex, StatementChunk, split_statements
+from atlas_bridge.extractors.sql.textual import failure, parse_failure
 from atlas_bridge.model import ExtractionResult, Lineage, Problem
 
 __all__ = [
@@ -93,6 +96,7 @@ _HANDLER_MODULES = (
 )
 for _module in _HANDLER_MODULES:
     importlib.import_module(_module)
+sqlglot_fixes.apply()
 
 _ANSI = {"", "ansi", "sql", "standard"}
 DIALECT_ALIASES = {
@@ -167,25 +171,59 @@ def extract_sql_lineage(
     parser = d.parser(error_level=ErrorLevel.RAISE)
     script = ScriptGraph()
     done: list[tuple[StatementChunk, GraphBuilder]] = []
-    for chunk in regroup_chunks(split_statements(sql, d), state):
-        claimed = run_text_handlers(state, parser, chunk, time_budget_s)
-        if claimed is not None:
-            for g in claimed:
-                script.absorb(g)
-                done.append((chunk, g))
-            continue
-        graph = _statement(state, parser, chunk, time_budget_s)
-        if graph is not None:
-            script.absorb(graph)
-            done.append((chunk, graph))
+    unicode_ok = _SURROGATE.search(sql) is None
+    for chunk in _chunks(state, sql, d):
+        for g in _contained(state, parser, chunk, time_budget_s, unicode_ok=unicode_ok):
+            script.absorb(g)
+            done.append((chunk, g))
     try:
         lineage = script.freeze()
-    except ValueError:  # a bug of ours: keep every statement that merges cleanly, report the others
+    except Exception:  # a bug of ours: keep every statement that merges cleanly, report the others
         logger.debug("merging the statements failed", exc_info=True)
         lineage = _salvage(state, done)
     # The Lineage is validated once in freeze(); constructing ExtractionResult normally would run its
     # validators a second time (pydantic re-runs after-validators on model instances).
     return ExtractionResult.model_construct(lineage=lineage, problems=tuple(state.problems))
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+"""A lone surrogate: possible in a Python ``str`` (``surrogateescape``, JSON ``\\ud800``), not Unicode."""
+
+
+def _chunks(state: ScriptState, sql: str, d: Dialect) -> list[StatementChunk]:
+    """The script's statements; a failure of the procedural re-grouping costs the grouping, not the script."""
+    chunks = split_statements(sql, d)
+    try:
+        return regroup_chunks(chunks, state)
+    except Exception as e:  # a bug of ours: analyse the statements one by one instead
+        logger.debug("grouping statements into blocks failed", exc_info=True)
+        msg, kind = failure(e)
+        state.problems.append(
+            Problem(message=f"statements not grouped into blocks: {msg}", kind=kind, file=state.file)
+        )
+        return chunks
+
+
+def _contained(
+    state: ScriptState, parser: Parser, chunk: StatementChunk, budget: float | None, *, unicode_ok: bool
+) -> list[GraphBuilder]:
+    """One statement's graphs; whatever goes wrong in it (our code or sqlglot's) becomes its Problem."""
+    if not unicode_ok and (bad := _SURROGATE.search(state.text, chunk.start, chunk.end)) is not None:
+        msg = f"cannot read: lone surrogate U+{ord(bad.group()):04X} (not Unicode text)"
+        state.problems.append(_problem(state, chunk.index, bad.start(), msg, "parse"))
+        return []
+    counters, procedure, resolver = dict(state.counters), state.procedure, state.resolve_variable
+    try:
+        claimed = run_text_handlers(state, parser, chunk, budget)
+        if claimed is not None:
+            return claimed
+        graph = _statement(state, parser, chunk, budget)
+    except Exception as e:  # RecursionError, sqlglot's own bugs, ours: this statement only
+        logger.debug("statement %d failed", chunk.index, exc_info=True)
+        state.counters, state.procedure, state.resolve_variable = counters, procedure, resolver
+        state.problems.append(_problem(state, chunk.index, chunk.start, *failure(e)))
+        return []
+    return [] if graph is None else [graph]
 
 
 def _salvage(state: ScriptState, done: list[tuple[StatementChunk, GraphBuilder]]) -> Lineage:
@@ -198,7 +236,7 @@ def _salvage(state: ScriptState, done: list[tuple[StatementChunk, GraphBuilder]]
             trial.absorb(g)
         try:
             lineage = trial.freeze()
-        except ValueError as e:
+        except Exception as e:
             msg = f"internal error: statement lineage does not merge: {str(e).splitlines()[-1].strip()}"
             state.problems.append(_problem(state, chunk.index, chunk.start, msg, "internal"))
             continue
@@ -229,8 +267,9 @@ def _statement(
         msg = _TOKEN_REPR.sub(lambda m: repr(m.group(1)), msg)
         state.problems.append(_problem(state, chunk.index, offset, f"cannot parse: {msg}", "parse"))
         return None
-    except (SqlglotError, RecursionError) as e:
-        state.problems.append(_problem(state, chunk.index, chunk.start, f"cannot parse: {e}", "parse"))
+    except Exception as e:  # sqlglot's own failures (AttributeError on `DATE_SUB(`...), deep nesting
+        logger.debug("parsing statement %d failed", chunk.index, exc_info=True)
+        state.problems.append(_problem(state, chunk.index, chunk.start, parse_failure(e), "parse"))
         return None
     stmts = [p for p in parsed if p is not None and not isinstance(p, exp.Semicolon)]
     if not stmts:
@@ -273,9 +312,7 @@ def _statement(
     except Exception as e:  # a bug of ours must not cost the rest of the script
         logger.debug("statement %d failed", chunk.index, exc_info=True)
         state.counters = counters
-        state.problems.append(
-            _problem(state, chunk.index, chunk.start, f"internal error: {type(e).__name__}: {e}", "internal")
-        )
+        state.problems.append(_problem(state, chunk.index, chunk.start, *failure(e)))
         return None
     state.problems.extend(ctx.problems)
     return ctx.graph

@@ -41,6 +41,7 @@ from atlas_bridge.extractors.sql.registry import chunk_hook, find_handler, run_p
 from atlas_bridge.extractors.sql.split import StatementChunk
 from atlas_bridge.extractors.sql.textual import (
     dotted_name,
+    parse_failure,
     problem,
     run_on_text,
     skip_create_prefix,
@@ -393,9 +394,8 @@ class Block:
     def parse(self, tokens: list[Token]) -> exp.Expr | None:
         try:
             parsed = self.parser.parse(tokens, self.state.text)
-        except (SqlglotError, RecursionError) as e:
-            msg = str(e).splitlines()[0] if str(e) else type(e).__name__
-            self.warn(tokens[0].start, f"statement in procedural block not analysed: cannot parse: {msg}")
+        except Exception as e:  # sqlglot's own bugs too: they cost this inner statement only
+            self.warn(tokens[0].start, f"statement in procedural block not analysed: {parse_failure(e)}")
             return None
         stmts = [p for p in parsed if p is not None and not isinstance(p, exp.Semicolon)]
         return stmts[0] if stmts else None
@@ -426,6 +426,12 @@ def procedural_block(
     body_from = 0
     procedure: Procedure | None = None
     if _block_kind(first_tokens) == "routine":
+        i = skip_create_prefix(first_tokens)
+        if i + 1 >= len(first_tokens) or first_tokens[i + 1].token_type is TokenType.L_PAREN:
+            what = word(first_tokens[i]) if i < len(first_tokens) else "ROUTINE"
+            msg = f"cannot parse: CREATE {what} without a name"
+            state.problems.append(problem(state, chunk.index, first_tokens[-1].start, msg, "parse"))
+            return []
         procedure, body_from = _header(block, first_tokens)
         block.procedure = procedure.name
         block.scope = procedure.id

@@ -3,8 +3,10 @@
 The whole script is tokenized once with the dialect's own tokenizer (so semicolons inside strings, quoted
 identifiers and comments never split), and the token list is cut at top-level semicolons. Tokens keep
 offsets into the whole text, so every position reported later is a position in the file. When the
-tokenizer itself fails (an unterminated string, say), a character scanner splits the text instead and each
-piece is tokenized alone: only the piece that is broken is lost.
+tokenizer itself fails (an unterminated string, say), a character scanner that knows the dialect's quotes,
+comments and ``$$`` strings splits the text in one pass instead, and each piece is tokenized alone with its
+positions shifted into the file: only the piece that is broken is lost, and the cost stays linear (it was
+quadratic: every piece was tokenized behind a blanked copy of the text before it).
 
 T-SQL's ``GO`` alone on a line also ends a statement (a batch). Procedural blocks (``BEGIN ... END`` with
 inner semicolons) are not kept together here yet: issue 3's
@@ -18,7 +20,6 @@ import re
 from dataclasses import dataclass
 
 from sqlglot.dialects.dialect import Dialect
-from sqlglot.errors import SqlglotError
 from sqlglot.tokens import Token, TokenType  # type: ignore[attr-defined]
 
 from atlas_bridge.extractors.sql.builder import _fast
@@ -64,7 +65,7 @@ def split_statements(text: str, dialect: Dialect) -> list[StatementChunk]:
     """Statements of ``text`` in order. Empty statements (``;;``, comments only) are dropped."""
     try:
         tokens = dialect.tokenize(text)
-    except SqlglotError:
+    except Exception:  # SqlglotError, or the tokenizer's own failure: our scanner cuts the text instead
         return _split_by_scanning(text, dialect)
     chunks: list[StatementChunk] = []
     current: list[Token] = []
@@ -113,16 +114,16 @@ def _close(chunks: list[StatementChunk], toks: list[Token]) -> None:
 
 
 def _split_by_scanning(text: str, dialect: Dialect) -> list[StatementChunk]:
+    """Split with our own scanner, then tokenize each piece alone: linear in the text, whatever breaks."""
     chunks: list[StatementChunk] = []
-    for start, end in _scan(text):
+    lines = LineIndex(text)
+    for start, end in _scan(text, _Syntax.of(dialect)):
         piece = text[start:end]
         if not piece.strip():
             continue
-        # Blank out everything before the piece so token offsets, lines and columns stay file positions.
-        pad = "".join("\n" if c == "\n" else " " for c in text[:start])
         try:
-            toks = [t for t in dialect.tokenize(pad + piece) if t.token_type is not TokenType.SEMICOLON]
-        except SqlglotError as e:
+            toks = [t for t in dialect.tokenize(piece) if t.token_type is not TokenType.SEMICOLON]
+        except Exception as e:  # this piece only
             first = start + len(piece) - len(piece.lstrip())
             chunks.append(
                 StatementChunk(
@@ -136,10 +137,21 @@ def _split_by_scanning(text: str, dialect: Dialect) -> list[StatementChunk]:
             )
             continue
         if toks:
+            _shift(toks, start, *lines.position(start))
             chunks.append(
                 StatementChunk(index=len(chunks) + 1, start=toks[0].start, end=toks[-1].end + 1, tokens=toks)
             )
     return chunks
+
+
+def _shift(toks: list[Token], offset: int, line: int, column: int) -> None:
+    """Make the positions of tokens of ``text[offset:]`` (tokenized alone) positions in ``text``."""
+    for t in toks:
+        if t.line == 1:
+            t.col += column - 1
+        t.line += line - 1
+        t.start += offset
+        t.end += offset
 
 
 _GO = re.compile(r"[ \t]*go(?:[ \t]+\d+)?[ \t]*(?:\r?\n|$)", re.IGNORECASE)
@@ -147,43 +159,72 @@ _GO = re.compile(r"[ \t]*go(?:[ \t]+\d+)?[ \t]*(?:\r?\n|$)", re.IGNORECASE)
 
 def _go_line(text: str, i: int) -> bool:
     """A ``GO`` batch separator starting at ``i``, alone on its line."""
-    line_start = text.rfind("\n", 0, i) + 1
-    return not text[line_start:i].strip() and _GO.match(text, i) is not None
+    j = i - 1
+    while j >= 0 and text[j] in " \t\r":  # only blanks back to the line start (not a rfind: linear)
+        j -= 1
+    return (j < 0 or text[j] == "\n") and _GO.match(text, i) is not None
 
 
 def _first_line(msg: str) -> str:
     return msg.strip().splitlines()[0] if msg.strip() else msg
 
 
-def _scan(text: str) -> list[tuple[int, int]]:
-    """(start, end) of the pieces between top-level semicolons, honouring quotes and comments."""
+@dataclass(frozen=True)
+class _Syntax:
+    """What the fallback scanner honours in a dialect, read from sqlglot's tokenizer settings."""
+
+    closers: dict[str, str]
+    """Quote and quoted-identifier openers (one character) -> their closer."""
+    escapes: frozenset[str]
+    """Openers inside whose quotes a backslash escapes the next character."""
+    line_comments: tuple[str, ...]
+    dollar: bool
+    """``$$ ... $$`` / ``$tag$ ... $tag$`` strings (PostgreSQL, DuckDB, Snowflake)."""
+
+    @classmethod
+    def of(cls, dialect: Dialect) -> _Syntax:
+        tk = dialect.tokenizer_class
+        closers = {"'": "'", '"': '"', "`": "`", "[": "]"}
+        for opener, closer in {**tk._QUOTES, **tk._IDENTIFIERS}.items():
+            if len(opener) == 1 and len(closer) == 1:
+                closers[opener] = closer
+        escapes = frozenset(q for q in tk._QUOTES if len(q) == 1 and "\\" in tk._STRING_ESCAPES)
+        line_comments = tuple(sorted(k for k, v in tk._COMMENTS.items() if v is None and k != "--"))
+        dollar = "$" in tk.HEREDOC_STRINGS or "$$" in tk._FORMAT_STRINGS
+        return cls(closers, escapes, ("--", *line_comments), dollar)
+
+
+_DOLLAR_TAG = re.compile(r"\$(?:[A-Za-z_][A-Za-z0-9_]*)?\$")
+
+
+def _scan(text: str, syntax: _Syntax) -> list[tuple[int, int]]:
+    """(start, end) of the pieces between top-level semicolons, honouring quotes and comments.
+
+    One pass over the text (every ``find`` starts where the last one stopped), so it stays linear whatever
+    the input; an unterminated quote or comment makes the rest of the text one (broken) piece.
+    """
     pieces: list[tuple[int, int]] = []
     i, n, start = 0, len(text), 0
-    closers = {"'": "'", '"': '"', "`": "`", "[": "]"}
+    closers = syntax.closers
     while i < n:
         c = text[i]
         if c in "gG" and _go_line(text, i):
             pieces.append((start, i))
             j = text.find("\n", i)
             i = start = n if j == -1 else j
-        elif c == "-" and text.startswith("--", i):
+        elif c in "-#/" and any(text.startswith(m, i) for m in syntax.line_comments):
             j = text.find("\n", i)
             i = n if j == -1 else j
         elif c == "/" and text.startswith("/*", i):
             j = text.find("*/", i + 2)
             i = n if j == -1 else j + 2
+        elif c == "$" and syntax.dollar and (m := _dollar_open(text, i)) is not None:
+            j = text.find(m, i + len(m))
+            if j == -1:
+                break
+            i = j + len(m)
         elif c in closers:
-            close = closers[c]
-            j = i + 1
-            while j < n:
-                if text[j] == close:
-                    if j + 1 < n and text[j + 1] == close and close != "]":
-                        j += 2
-                        continue
-                    break
-                if text[j] == "\\" and close != "]":
-                    j += 1
-                j += 1
+            j = _quote_end(text, i, closers[c], backslash=c in syntax.escapes)
             if j >= n:  # unterminated: the rest of the text is one broken statement
                 break
             i = j + 1
@@ -195,3 +236,32 @@ def _scan(text: str) -> list[tuple[int, int]]:
             i += 1
     pieces.append((start, n))
     return pieces
+
+
+def _dollar_open(text: str, i: int) -> str | None:
+    """The ``$tag$`` opening a dollar-quoted string at ``i`` (not a ``$`` inside a name like ``a$b``)."""
+    if i and (text[i - 1].isalnum() or text[i - 1] in "_$"):
+        return None
+    m = _DOLLAR_TAG.match(text, i)
+    return m.group() if m else None
+
+
+def _quote_end(text: str, i: int, close: str, *, backslash: bool) -> int:
+    """Offset of the character closing the quote opened at ``i`` (``len(text)`` when unterminated)."""
+    j, n = i + 1, len(text)
+    while j < n:
+        if backslash:
+            k = text.find(close, j)
+            b = text.find("\\", j, n if k == -1 else k)
+            if b != -1:
+                j = b + 2
+                continue
+        else:
+            k = text.find(close, j)
+        if k == -1:
+            return n
+        if k + 1 < n and text[k + 1] == close and close != "]":
+            j = k + 2
+            continue
+        return k
+    return n

@@ -12,6 +12,7 @@ import logging
 import time
 from collections.abc import Callable
 
+from sqlglot.errors import SqlglotError
 from sqlglot.tokens import Token, TokenType  # type: ignore[attr-defined]
 
 from atlas_bridge.extractors.sql.builder import GraphBuilder
@@ -25,6 +26,31 @@ logger = logging.getLogger(__name__)
 def problem(state: ScriptState, index: int, offset: int, message: str, kind: str) -> Problem:
     line, col = state.lines.position(offset)
     return Problem(message=message, kind=kind, file=state.file, statement_index=index, line=line, column=col)
+
+
+def failure(e: Exception) -> tuple[str, str]:
+    """(message, kind) of a Problem for an exception that escaped a statement's analysis.
+
+    Deep nesting exhausts Python's stack (sqlglot and our resolver recurse): that is a limit, not a bug.
+    Messages are cut short: an exception may quote the whole (huge) statement.
+    """
+    if isinstance(e, RecursionError):
+        return "statement nested too deeply to analyse (Python recursion limit)", "unsupported"
+    return f"internal error: {type(e).__name__}: {_short(str(e))}", "internal"
+
+
+def parse_failure(e: Exception) -> str:
+    """The message of a Problem for a parse that failed other than with a ParseError."""
+    if isinstance(e, RecursionError):
+        return "cannot parse: statement nested too deeply (Python recursion limit)"
+    if isinstance(e, SqlglotError):
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        return f"cannot parse: {_short(first)}"
+    return f"cannot parse: sqlglot failed on this statement ({type(e).__name__}: {_short(str(e))})"
+
+
+def _short(text: str, limit: int = 200) -> str:
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def run_on_text(
@@ -68,9 +94,7 @@ def run_on_text(
     except Exception as e:  # a bug of ours must not cost the rest of the script
         logger.debug("statement %d failed", chunk.index, exc_info=True)
         state.counters = counters
-        state.problems.append(
-            problem(state, chunk.index, ctx.start, f"internal error: {type(e).__name__}: {e}", "internal")
-        )
+        state.problems.append(problem(state, chunk.index, ctx.start, *failure(e)))
         return []
     state.problems.extend(ctx.problems)
     return [ctx.graph]
