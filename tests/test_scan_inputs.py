@@ -158,3 +158,18 @@ def test_a_big_plain_script_is_cut_at_statement_ends_and_gives_the_same_lineage(
 def test_a_procedural_script_is_never_cut() -> None:
     text = "CREATE PROCEDURE p AS BEGIN INSERT INTO a SELECT 1; INSERT INTO b SELECT 2; END;\n" * 200
     assert bridge.split_script(text, 100) == [(0, len(text), 1, "")]
+
+
+def test_lineage_of_a_big_script_piece_by_piece_is_the_lineage_of_the_whole(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import atlas_bridge.cli.lineage as lineage_cli
+
+    script = tmp_path / "big.sql"
+    script.write_text(_big_script(300), encoding="utf-8")
+    whole = CliRunner().invoke(cli, ["lineage", str(script)])
+    monkeypatch.setattr(lineage_cli, "_PIECE_CHARS", 2048)
+    pieces = CliRunner().invoke(cli, ["lineage", str(script)])
+    assert whole.exit_code == pieces.exit_code == 1  # the one broken statement
+    assert pieces.output == whole.output
+    assert f"{script}:299" in pieces.output  # its problem, at its line in the file

@@ -22,10 +22,37 @@ _SQLFLOW_SUFFIXES = (".xml", ".json")
 def _read_sql(
     path: Path, dialect: str | None, schema: dict[str, Any] | None, default_db: str | None
 ) -> ExtractionResult:
+    from atlas_bridge.bridge.extract import dialect_hint
+    from atlas_bridge.bridge.inputs import count_statements, split_script
     from atlas_bridge.extractors.sql import extract_sql_lineage
 
     text = path.read_text(encoding="utf-8", errors="replace")
-    return extract_sql_lineage(text, dialect, schema, default_db, file=str(path))
+    pieces = split_script(text, _PIECE_CHARS) if len(text) > _PIECE_CHARS else []
+    if len(pieces) <= 1:
+        return extract_sql_lineage(text, dialect, schema, default_db, file=str(path))
+    # A big plain script, piece by piece (as the scan cuts it): the parse trees of one piece at a time.
+    dialect = dialect_hint(text) or dialect
+    parts: list[Lineage] = []
+    problems: list[Problem] = []
+    before = 0
+    for start, end, first_line, prelude in pieces:
+        piece = text[start:end]
+        result = extract_sql_lineage(
+            prelude + "\n" * (first_line - 1) + piece, dialect, schema, default_db, file=str(path)
+        )
+        parts.append(result.lineage)
+        shift = before - (1 if prelude else 0)
+        problems.extend(
+            p.model_copy(update={"statement_index": p.statement_index + shift})
+            if p.statement_index is not None
+            else p
+            for p in result.problems
+        )
+        before += count_statements(piece)
+    return ExtractionResult(lineage=merge_lineage(parts), problems=problems)
+
+
+_PIECE_CHARS = 256 * 1024
 
 
 def _read_sqlflow(path: Path) -> ExtractionResult:
