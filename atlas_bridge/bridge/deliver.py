@@ -76,7 +76,26 @@ class ClientDelivery:
             close()
 
 
-class AtlasDelivery:
+class _KeepsUnsent:
+    """What a delivery did not get acknowledged goes to ``unsent_dir``, a folder ``push`` replays."""
+
+    unsent_dir: Path
+    _unsent: Any = None
+
+    def keep(self, batch: dict[str, Any]) -> None:
+        """Write a batch that was not acknowledged to ``unsent_dir``."""
+        if self._unsent is None:
+            from atlas_bridge.atlas.sink import FileSink
+
+            self._unsent = FileSink(self.unsent_dir)
+        self._unsent.emit(batch)
+
+    @property
+    def kept(self) -> int:
+        return len(self._unsent.files) if self._unsent is not None else 0
+
+
+class AtlasDelivery(_KeepsUnsent):
     """Delivery to Atlas that never loses a batch: what Atlas does not acknowledge is kept as files.
 
     The first time Atlas cannot be reached (the client gave up within its bounded time) or refuses the
@@ -113,18 +132,6 @@ class AtlasDelivery:
         self.last_probe = _probe(batch, response)
         return _mutations(response)
 
-    def keep(self, batch: dict[str, Any]) -> None:
-        """Write a batch that was not acknowledged to ``unsent_dir`` (replayable with ``push``)."""
-        if self._unsent is None:
-            from atlas_bridge.atlas.sink import FileSink
-
-            self._unsent = FileSink(self.unsent_dir)
-        self._unsent.emit(batch)
-
-    @property
-    def kept(self) -> int:
-        return len(self._unsent.files) if self._unsent is not None else 0
-
     def verify(self, probe: Mapping[str, Any]) -> str | None:
         """None when the entity a recorded acknowledgement points at is still in Atlas, else why not."""
         from atlas_bridge.errors import AtlasNotFoundError
@@ -146,7 +153,7 @@ class AtlasDelivery:
             close()
 
 
-class KafkaDelivery:
+class KafkaDelivery(_KeepsUnsent):
     """Delivery to Atlas's hook topic through a :class:`~atlas_bridge.atlas.kafka.KafkaPublisher`.
 
     Like :class:`AtlasDelivery`, nothing is lost: once no broker acknowledges a batch (or the brokers
@@ -171,18 +178,6 @@ class KafkaDelivery:
             self.down = e
             raise
         return None
-
-    def keep(self, batch: dict[str, Any]) -> None:
-        """Write a batch the brokers did not acknowledge to ``unsent_dir``."""
-        if self._unsent is None:
-            from atlas_bridge.atlas.sink import FileSink
-
-            self._unsent = FileSink(self.unsent_dir)
-        self._unsent.emit(batch)
-
-    @property
-    def kept(self) -> int:
-        return len(self._unsent.files) if self._unsent is not None else 0
 
     def close(self) -> None:
         self.publisher.close()
