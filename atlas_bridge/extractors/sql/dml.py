@@ -332,16 +332,26 @@ def _merge_insert(
 # SELECT INTO
 
 
-@handler(exp.Select)
+def _leftmost_select(node: exp.Expr) -> exp.Expr:
+    """The first SELECT of a set operation: where T-SQL/Postgres put the ``INTO`` of the whole result."""
+    for _ in range(10_000):  # bounded: one step per nested set operation
+        if not isinstance(node, exp.SetOperation):
+            break
+        node = node.this
+    return node
+
+
+@handler(exp.Select, exp.SetOperation)
 def handle_select(stmt: exp.Expr, ctx: StatementContext) -> None:
-    """``SELECT ... INTO new_table`` (T-SQL, Postgres) creates and fills a table; other SELECTs: queries."""
-    into = stmt.args.get("into")
+    """``SELECT ... INTO new_table`` (T-SQL, Postgres) creates and fills a table, also when the SELECT is the
+    first branch of a UNION (the INTO then takes the whole result); other SELECTs: queries."""
+    into = _leftmost_select(stmt).args.get("into")
     if not isinstance(into, exp.Into) or not isinstance(into.this, exp.Table):
         statements.handle_query(stmt, ctx)
         return
     table = into.this
     query = stmt.copy()
-    query.set("into", None)
+    _leftmost_select(query).set("into", None)
     ctx.begin_process("select_into", f"Select into {statements._display(table)}", effect_type="insert")
     qr = ctx.query_lineage(query)
     target = ctx.table(_plain_table(table))
