@@ -75,6 +75,76 @@ def handle_create(stmt: exp.Expr, ctx: StatementContext) -> None:
         return
     _external_locations(stmt, table, ctx)
     _foreign_keys(stmt.this, table, ctx)
+    if stmt.expression is not None:
+        return  # CTAS: the core handler wrote it
+    copied = _copied_table(stmt)
+    if copied is not None:
+        _copy_table(stmt, table, copied, ctx)
+    else:
+        _created_table(stmt, table, ctx)
+
+
+def _created_table(stmt: exp.Create, table: exp.Table, ctx: StatementContext) -> None:
+    """A plain CREATE TABLE writes its table (no source): a dataset with its declared columns and types."""
+    _ensure_process(ctx, "create_table", f"Create table {statements._display(table)}", "create_table")
+    dst = ctx.table(_plain(table))
+    dst.process_ids.add(ctx.process_id or "")
+    for name, data_type in statements._column_defs(stmt.this, stmt.args.get("properties"), ctx.dialect):
+        col = dst.columns[dst.column(name).lower()]
+        col.data_type = col.data_type or data_type
+
+
+def _copied_table(stmt: exp.Create) -> tuple[exp.Table, str] | None:
+    """``LIKE t1`` / ``(LIKE t1)`` (the shape) or ``CLONE t1`` / BigQuery ``COPY t1`` (shape and data)."""
+    clone = stmt.args.get("clone")
+    if isinstance(clone, exp.Clone) and isinstance(clone.this, exp.Table):
+        return clone.this, "clone"
+    props = stmt.args.get("properties")
+    nodes = list(props.expressions) if isinstance(props, exp.Properties) else []
+    if isinstance(stmt.this, exp.Schema):
+        nodes += stmt.this.expressions
+    for node in nodes:
+        if isinstance(node, exp.LikeProperty) and isinstance(node.this, exp.Table):
+            return node.this, "like"
+    return None
+
+
+def _copy_table(
+    stmt: exp.Create, table: exp.Table, copied: tuple[exp.Table, str], ctx: StatementContext
+) -> None:
+    """CREATE TABLE t2 LIKE / CLONE t1: t1 -> t2, column to column where t1's columns are known (the new
+    table then has them, so later statements resolve against it), else PseudoRows -> PseudoRows."""
+    source, how = copied
+    verb = "Clone table" if how == "clone" else "Create table like"
+    ctx.begin_process(
+        f"create_table_{how}",
+        f"{verb} {statements._display(source)} to {statements._display(table)}",
+        effect_type="create_table",
+    )
+    src = ctx.table(_plain(source))
+    dst = ctx.table(_plain(table))
+    dst.process_ids.add(ctx.process_id or "")
+    ctx.graph.add(
+        FDD, (src.id, src.rows()), (dst.id, dst.rows()), effect_type="create_table", process_id=ctx.process_id
+    )
+    known = ctx.table_columns(source)
+    if known is None:
+        return
+    for name, data_type in known:
+        ctx.graph.add(
+            FDD,
+            (src.id, src.column(name)),
+            (dst.id, dst.column(name)),
+            effect_type="create_table",
+            process_id=ctx.process_id,
+            effect=Effect.EXACT_COPY,
+        )
+        if data_type:
+            for ds in (src, dst):
+                col = ds.columns[name.lower()]
+                col.data_type = col.data_type or data_type
+    db = table.db or ctx.state.default_db or None
+    ctx.state.schema.add(table.catalog or None, db, table.name, list(known))
 
 
 def _external_locations(stmt: exp.Create, table: exp.Table, ctx: StatementContext) -> None:

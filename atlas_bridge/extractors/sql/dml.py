@@ -482,3 +482,79 @@ def _insert_all(
 
 def _result_source(qr: QueryResult) -> Source:
     return Source(alias=qr.ds.name.lower(), ds=qr.ds, names=(), query=qr)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# INSERT ... VALUES
+
+
+@handler(exp.Insert)
+def handle_insert(stmt: exp.Expr, ctx: StatementContext) -> None:
+    """INSERT ... VALUES writes its table even with constants only (issue 12); other INSERTs: the core one."""
+    assert isinstance(stmt, exp.Insert)
+    values = stmt.expression
+    table, col_list = statements._target_table(stmt.this)
+    if not isinstance(values, exp.Values) or table is None or isinstance(stmt.this, exp.Directory):
+        statements.handle_insert(stmt, ctx)
+        return
+    overwrite = bool(stmt.args.get("overwrite"))
+    ptype = "insert_overwrite" if overwrite else "insert"
+    verb = "Insert overwrite" if overwrite else "Insert into"
+    ctx.begin_process(ptype, f"{verb} {statements._display(table)}", effect_type="insert")
+    target = ctx.table(table)
+    target.process_ids.add(ctx.process_id or "")
+    names: list[str] = list(col_list)
+    if not names:
+        known = ctx.table_columns(table)
+        static = statements._static_partition_columns(table)
+        names = [c for c, _ in known or [] if c.lower() not in static]
+    for name in names:
+        target.column(name)
+    _values_into(ctx, stmt, values, names, target)
+
+
+def _values_into(
+    ctx: StatementContext, stmt: exp.Insert, values: exp.Values, names: list[str], target: DatasetBuilder
+) -> None:
+    """Subqueries among the values feed the target column at their position through a VALUES resultset;
+    where the target's columns are unknown they feed its PseudoRows (fdr, clause insertValues): the table
+    is read into, the column is not known."""
+    scope = Scope(None, ctx.query_ctes(stmt))
+    rs: DatasetBuilder | None = None
+    fed: dict[int, str] = {}
+    for row in values.expressions:
+        ctx.check()
+        items = list(row.expressions) if isinstance(row, exp.Tuple) else [row]
+        for i, val in enumerate(items):
+            if val.find(exp.Query) is None:
+                continue  # a constant (or a default): no lineage
+            refs: list[Ref] = []
+            ctx._collect(val, scope, refs)
+            if not refs:
+                continue
+            if rs is None:
+                rs = ctx.numbered_resultset("VALUES", "values")
+            col = fed.get(i) or rs.column(names[i] if i < len(names) else f"column{i + 1}")
+            fed[i] = col
+            _feed(ctx, refs, (rs.id, col), val, scope)
+    if rs is None:
+        return
+    for i, col in sorted(fed.items()):
+        if i < len(names):
+            ctx.graph.add(
+                FDD,
+                (rs.id, col),
+                (target.id, target.column(names[i])),
+                effect_type=ctx.effect_type,
+                process_id=ctx.process_id,
+                effect=Effect.EXACT_COPY,
+            )
+        else:
+            ctx.graph.add(
+                FDR,
+                (rs.id, col),
+                (target.id, target.rows()),
+                effect_type=ctx.effect_type,
+                process_id=ctx.process_id,
+                clause_type=ClauseType.INSERT_VALUES,
+            )
