@@ -12,7 +12,10 @@ plain CREATE TABLE teaches, RENAME and SWAP) and add what the seeds describe:
 
 from __future__ import annotations
 
+import re
+
 from sqlglot import exp
+from sqlglot.errors import ParseError
 
 from atlas_bridge.extractors.sql import statements
 from atlas_bridge.extractors.sql.core import StatementContext
@@ -79,7 +82,7 @@ def handle_create(stmt: exp.Expr, ctx: StatementContext) -> None:
         return  # CTAS: the core handler wrote it
     copied = _copied_table(stmt)
     if copied is not None:
-        _copy_table(stmt, table, copied, ctx)
+        _copy_table(table, copied, ctx)
     else:
         _created_table(stmt, table, ctx)
 
@@ -109,9 +112,7 @@ def _copied_table(stmt: exp.Create) -> tuple[exp.Table, str] | None:
     return None
 
 
-def _copy_table(
-    stmt: exp.Create, table: exp.Table, copied: tuple[exp.Table, str], ctx: StatementContext
-) -> None:
+def _copy_table(table: exp.Table, copied: tuple[exp.Table, str], ctx: StatementContext) -> None:
     """CREATE TABLE t2 LIKE / CLONE t1: t1 -> t2, column to column where t1's columns are known (the new
     table then has them, so later statements resolve against it), else PseudoRows -> PseudoRows."""
     source, how = copied
@@ -262,3 +263,26 @@ def handle_alter(stmt: exp.Expr, ctx: StatementContext) -> None:
             handled = handled or bool(pairs)
     if not handled:
         statements.handle_alter(stmt, ctx)
+
+
+_NAME = r"(?:[`\"\[]?[\w$-]+[`\"\]]?\.){0,2}[`\"\[]?[\w$-]+[`\"\]]?"
+_CLONE_TEXT = re.compile(
+    rf"\s*CREATE\s+(?:OR\s+REPLACE\s+)?TABLE\s+(?:IF\s+NOT\s+EXISTS\s+)?({_NAME})\s+"
+    rf"(?:(?:DEEP|SHALLOW)\s+)?(CLONE|COPY)\s+({_NAME})",
+    re.IGNORECASE,
+)
+
+
+def clone_command(ctx: StatementContext) -> bool:
+    """Clones sqlglot keeps as text (Databricks ``DEEP CLONE``, BigQuery ``CLONE t FOR SYSTEM_TIME AS OF``)
+    still read the cloned table; True when the statement was one."""
+    match = _CLONE_TEXT.match(ctx.sql)
+    if match is None:
+        return False
+    try:
+        target = exp.to_table(match.group(1), dialect=ctx.dialect)
+        source = exp.to_table(match.group(3), dialect=ctx.dialect)
+    except ParseError:
+        return False
+    _copy_table(target, (source, "clone"), ctx)
+    return True
