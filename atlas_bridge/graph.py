@@ -19,6 +19,7 @@ from atlas_bridge.model import (
     ColumnRef,
     Dataset,
     Effect,
+    FlowKind,
     Lineage,
     Process,
     Relation,
@@ -115,7 +116,8 @@ class _Chain(NamedTuple):
     first: Relation
     last: Relation
     fdr: bool
-    clause: ClauseType | None  # clause of the first fdr hop
+    restricting: bool  # an fdr hop on the chain reads as restricts/groups (not a COUNT(*) data flow)
+    clause: ClauseType | None  # clause of the first restricting fdr hop, else of the first fdr hop
     effect: Effect | None  # the strongest effect on the chain
     transform: str | None  # the last transform on the chain
     function: str | None  # the first function on the chain
@@ -123,37 +125,47 @@ class _Chain(NamedTuple):
     @classmethod
     def of(cls, rel: Relation) -> _Chain:
         fdr = rel.type is RelationType.FDR
-        return cls(rel, rel, fdr, rel.clause_type if fdr else None, rel.effect, rel.transform, rel.function)
+        restricting = fdr and rel.flow is not FlowKind.DATA_FLOW
+        clause = rel.clause_type if fdr else None
+        return cls(rel, rel, fdr, restricting, clause, rel.effect, rel.transform, rel.function)
 
     def prepend(self, rel: Relation) -> _Chain:
         head = _Chain.of(rel)
         effect = self.effect
         if head.effect is not None and (effect is None or head.effect.rank > effect.rank):
             effect = head.effect
+        if head.restricting or (head.fdr and not self.restricting):
+            clause = head.clause
+        else:
+            clause = self.clause
         return _Chain(
             first=rel,
             last=self.last,
             fdr=head.fdr or self.fdr,
-            clause=head.clause if head.fdr else self.clause,
+            restricting=head.restricting or self.restricting,
+            clause=clause,
             effect=effect,
             transform=self.transform or head.transform,
             function=head.function or self.function,
         )
 
     def collapse(self) -> Relation:
+        """The end-to-end edge; an fdr chain whose every fdr hop is a data flow (``COUNT(*)`` fed by the
+        table's rows) keeps that reading and its effect instead of turning into "restricts"."""
         kind = RelationType.FDR if self.fdr else RelationType.FDD
         first, last = self.first, self.last
         clause = self.clause if self.fdr else None
+        flow = default_flow(kind, clause) if self.restricting or not self.fdr else FlowKind.DATA_FLOW
         # Every field comes from validated relations: skip re-validation (hot path on big lineage).
         return Relation.model_construct(
             type=kind,
-            flow=default_flow(kind, clause),
+            flow=flow,
             source=first.source,
             target=last.target,
             effect_type=last.effect_type or first.effect_type,
             clause_type=clause,
             process_id=last.process_id or first.process_id,
-            effect=None if self.fdr else self.effect,
+            effect=None if self.restricting else self.effect,
             transform=self.transform,
             function=self.function,
             span=first.span,

@@ -21,7 +21,7 @@ outputs also get the WHERE/GROUP BY/HAVING columns, and without GROUP BY the FRO
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 
 from sqlglot import exp
@@ -270,6 +270,7 @@ class StatementContext:
         self._ticks = 0
         self.problems: list[Problem] = []
         self.dialect = state.dialect
+        self._lateral_ok = type(state.dialect).__name__.lower() in LATERAL_ALIAS_DIALECTS
         self.query_hash = query_hash(self.sql)
         self.key = _statement_key(state, self.query_hash)
         self.process_id: str | None = None
@@ -644,7 +645,9 @@ class StatementContext:
             )
             col = qr.add_output(name)
             refs: list[Ref] = []
-            self._collect(expr, scope, refs, lateral=aliases)
+            self._collect(
+                expr, scope, refs, lateral=_SelectListAliases(aliases) if self._lateral_ok else None
+            )
             aliases.setdefault(name.lower(), refs)
             exact = isinstance(expr, exp.Column)
             transform = None
@@ -869,15 +872,26 @@ class StatementContext:
                 Source(alias=(alias or name).lower(), ds=ds, names=tuple(names), known=known, types=types)
             )
             return
-        while isinstance(item, exp.Subquery) and isinstance(item.this, exp.Subquery) and not alias:
+        while (
+            isinstance(item, exp.Subquery)
+            and isinstance(item.this, exp.Subquery)
+            and not alias
+            and not item.args.get("joins")
+        ):
             item = item.this  # ``FROM ((x))``
             alias_expr = item.args.get("alias")
             alias = item.alias if isinstance(alias_expr, exp.TableAlias) else ""
-        if isinstance(item, exp.Subquery) and isinstance(item.this, exp.Table) and not alias:
-            # ``FROM (a JOIN b ON ...)``: a parenthesised join, not a derived table
-            table = item.this
-            self._add_source(scope, table)
-            for join in table.args.get("joins") or []:
+        if (
+            isinstance(item, exp.Subquery)
+            and not alias
+            and (isinstance(item.this, exp.Table) or item.args.get("joins"))
+        ):
+            # ``FROM (a JOIN b ON ...)`` or ``FROM ((a JOIN b ON ...) JOIN c ON ...)``: a parenthesised
+            # join, not a derived table; sqlglot hangs the outer joins on the inner parenthesis.
+            inner = item.this
+            self._add_source(scope, inner)
+            joins = list(inner.args.get("joins") or []) if isinstance(inner, exp.Table) else []
+            for join in joins + list(item.args.get("joins") or []):
                 self._add_source(scope, join.this)
                 for ident in join.args.get("using") or []:
                     scope.using.add(ident.name.lower())
@@ -972,7 +986,7 @@ class StatementContext:
         scope: Scope,
         out: list[Ref],
         *,
-        lateral: dict[str, list[Ref]] | None = None,
+        lateral: Mapping[str, list[Ref]] | None = None,
         agg: bool = False,
         window: bool = False,
         func: str | None = None,
@@ -1047,7 +1061,7 @@ class StatementContext:
         node: exp.Window,
         scope: Scope,
         out: list[Ref],
-        lateral: dict[str, list[Ref]] | None,
+        lateral: Mapping[str, list[Ref]] | None,
         agg: bool,
         func: str | None,
         bound: frozenset[str],
@@ -1081,7 +1095,7 @@ class StatementContext:
         col: exp.Column,
         scope: Scope,
         out: list[Ref],
-        lateral: dict[str, list[Ref]] | None,
+        lateral: Mapping[str, list[Ref]] | None,
         agg: bool,
         window: bool,
         func: str | None,
@@ -1120,7 +1134,7 @@ class StatementContext:
             out.append(Ref(key, span, agg, window, func=func, orphan=True))
             return
         low = name.lower()
-        if lateral is not None and low in lateral and not any(src.has(name) for src in scope.sources):
+        if lateral is not None and low in lateral and not _column_first(name, scope, lateral):
             # a select-list alias (GROUP BY x, lateral ``x * 2``) unless a known column has that name
             out.extend(_from_alias(lateral[low], agg, window, func))
             return
@@ -1241,6 +1255,45 @@ def _counts_rows(count: exp.Count) -> bool:
 def _qualifier(col: exp.Column) -> list[str]:
     parts = [col.args.get(k) for k in ("catalog", "db", "table")]
     return [p.name for p in parts if isinstance(p, exp.Expr) and p.name]
+
+
+LATERAL_ALIAS_DIALECTS = frozenset(
+    {"snowflake", "databricks", "spark", "redshift", "teradata", "duckdb", "clickhouse"}
+)
+"""Dialects whose select items may name an earlier item's alias (ANSI, PostgreSQL, BigQuery... may not)."""
+
+
+class _SelectListAliases(Mapping[str, list["Ref"]]):
+    """The aliases an item of the select list may name: only where no source column has that name."""
+
+    def __init__(self, aliases: dict[str, list[Ref]]) -> None:
+        self._aliases = aliases
+
+    def __getitem__(self, key: str) -> list[Ref]:
+        return self._aliases[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._aliases)
+
+    def __len__(self) -> int:
+        return len(self._aliases)
+
+
+def _column_first(name: str, scope: Scope, lateral: Mapping[str, list[Ref]]) -> bool:
+    """Whether a name an alias also has resolves to a source column instead.
+
+    In GROUP BY and the like, only a column the schema knows wins. In the select list (a lateral alias) a
+    table of unknown schema wins too once the statement has shown it has that column (``x || a AS a, a``).
+    """
+    hits = [src.has(name) for src in scope.sources]
+    if any(hits):
+        return True
+    if not isinstance(lateral, _SelectListAliases):
+        return False
+    return any(
+        h is None and src.query is None and src.ds.has_column(name)
+        for h, src in zip(hits, scope.sources, strict=True)
+    )
 
 
 def _sql(expr: exp.Expr, dialect: Dialect) -> str:

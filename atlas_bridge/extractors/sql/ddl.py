@@ -12,7 +12,10 @@ plain CREATE TABLE teaches, RENAME and SWAP) and add what the seeds describe:
 
 from __future__ import annotations
 
+import re
+
 from sqlglot import exp
+from sqlglot.errors import ParseError
 
 from atlas_bridge.extractors.sql import statements
 from atlas_bridge.extractors.sql.core import StatementContext
@@ -75,6 +78,74 @@ def handle_create(stmt: exp.Expr, ctx: StatementContext) -> None:
         return
     _external_locations(stmt, table, ctx)
     _foreign_keys(stmt.this, table, ctx)
+    if stmt.expression is not None:
+        return  # CTAS: the core handler wrote it
+    copied = _copied_table(stmt)
+    if copied is not None:
+        _copy_table(table, copied, ctx)
+    else:
+        _created_table(stmt, table, ctx)
+
+
+def _created_table(stmt: exp.Create, table: exp.Table, ctx: StatementContext) -> None:
+    """A plain CREATE TABLE writes its table (no source): a dataset with its declared columns and types."""
+    _ensure_process(ctx, "create_table", f"Create table {statements._display(table)}", "create_table")
+    dst = ctx.table(_plain(table))
+    dst.process_ids.add(ctx.process_id or "")
+    for name, data_type in statements._column_defs(stmt.this, stmt.args.get("properties"), ctx.dialect):
+        col = dst.columns[dst.column(name).lower()]
+        col.data_type = col.data_type or data_type
+
+
+def _copied_table(stmt: exp.Create) -> tuple[exp.Table, str] | None:
+    """``LIKE t1`` / ``(LIKE t1)`` (the shape) or ``CLONE t1`` / BigQuery ``COPY t1`` (shape and data)."""
+    clone = stmt.args.get("clone")
+    if isinstance(clone, exp.Clone) and isinstance(clone.this, exp.Table):
+        return clone.this, "clone"
+    props = stmt.args.get("properties")
+    nodes = list(props.expressions) if isinstance(props, exp.Properties) else []
+    if isinstance(stmt.this, exp.Schema):
+        nodes += stmt.this.expressions
+    for node in nodes:
+        if isinstance(node, exp.LikeProperty) and isinstance(node.this, exp.Table):
+            return node.this, "like"
+    return None
+
+
+def _copy_table(table: exp.Table, copied: tuple[exp.Table, str], ctx: StatementContext) -> None:
+    """CREATE TABLE t2 LIKE / CLONE t1: t1 -> t2, column to column where t1's columns are known (the new
+    table then has them, so later statements resolve against it), else PseudoRows -> PseudoRows."""
+    source, how = copied
+    verb = "Clone table" if how == "clone" else "Create table like"
+    ctx.begin_process(
+        f"create_table_{how}",
+        f"{verb} {statements._display(source)} to {statements._display(table)}",
+        effect_type="create_table",
+    )
+    src = ctx.table(_plain(source))
+    dst = ctx.table(_plain(table))
+    dst.process_ids.add(ctx.process_id or "")
+    ctx.graph.add(
+        FDD, (src.id, src.rows()), (dst.id, dst.rows()), effect_type="create_table", process_id=ctx.process_id
+    )
+    known = ctx.table_columns(source)
+    if known is None:
+        return
+    for name, data_type in known:
+        ctx.graph.add(
+            FDD,
+            (src.id, src.column(name)),
+            (dst.id, dst.column(name)),
+            effect_type="create_table",
+            process_id=ctx.process_id,
+            effect=Effect.EXACT_COPY,
+        )
+        if data_type:
+            for ds in (src, dst):
+                col = ds.columns[name.lower()]
+                col.data_type = col.data_type or data_type
+    db = table.db or ctx.state.default_db or None
+    ctx.state.schema.add(table.catalog or None, db, table.name, list(known))
 
 
 def _external_locations(stmt: exp.Create, table: exp.Table, ctx: StatementContext) -> None:
@@ -192,3 +263,26 @@ def handle_alter(stmt: exp.Expr, ctx: StatementContext) -> None:
             handled = handled or bool(pairs)
     if not handled:
         statements.handle_alter(stmt, ctx)
+
+
+_NAME = r"(?:[`\"\[]?[\w$-]+[`\"\]]?\.){0,2}[`\"\[]?[\w$-]+[`\"\]]?"
+_CLONE_TEXT = re.compile(
+    rf"\s*CREATE\s+(?:OR\s+REPLACE\s+)?TABLE\s+(?:IF\s+NOT\s+EXISTS\s+)?({_NAME})\s+"
+    rf"(?:(?:DEEP|SHALLOW)\s+)?(CLONE|COPY)\s+({_NAME})",
+    re.IGNORECASE,
+)
+
+
+def clone_command(ctx: StatementContext) -> bool:
+    """Clones sqlglot keeps as text (Databricks ``DEEP CLONE``, BigQuery ``CLONE t FOR SYSTEM_TIME AS OF``)
+    still read the cloned table; True when the statement was one."""
+    match = _CLONE_TEXT.match(ctx.sql)
+    if match is None:
+        return False
+    try:
+        target = exp.to_table(match.group(1), dialect=ctx.dialect)
+        source = exp.to_table(match.group(3), dialect=ctx.dialect)
+    except ParseError:
+        return False
+    _copy_table(target, (source, "clone"), ctx)
+    return True

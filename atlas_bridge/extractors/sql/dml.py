@@ -332,16 +332,26 @@ def _merge_insert(
 # SELECT INTO
 
 
-@handler(exp.Select)
+def _leftmost_select(node: exp.Expr) -> exp.Expr:
+    """The first SELECT of a set operation: where T-SQL/Postgres put the ``INTO`` of the whole result."""
+    for _ in range(10_000):  # bounded: one step per nested set operation
+        if not isinstance(node, exp.SetOperation):
+            break
+        node = node.this
+    return node
+
+
+@handler(exp.Select, exp.SetOperation)
 def handle_select(stmt: exp.Expr, ctx: StatementContext) -> None:
-    """``SELECT ... INTO new_table`` (T-SQL, Postgres) creates and fills a table; other SELECTs: queries."""
-    into = stmt.args.get("into")
+    """``SELECT ... INTO new_table`` (T-SQL, Postgres) creates and fills a table, also when the SELECT is the
+    first branch of a UNION (the INTO then takes the whole result); other SELECTs: queries."""
+    into = _leftmost_select(stmt).args.get("into")
     if not isinstance(into, exp.Into) or not isinstance(into.this, exp.Table):
         statements.handle_query(stmt, ctx)
         return
     table = into.this
     query = stmt.copy()
-    query.set("into", None)
+    _leftmost_select(query).set("into", None)
     ctx.begin_process("select_into", f"Select into {statements._display(table)}", effect_type="insert")
     qr = ctx.query_lineage(query)
     target = ctx.table(_plain_table(table))
@@ -472,3 +482,79 @@ def _insert_all(
 
 def _result_source(qr: QueryResult) -> Source:
     return Source(alias=qr.ds.name.lower(), ds=qr.ds, names=(), query=qr)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# INSERT ... VALUES
+
+
+@handler(exp.Insert)
+def handle_insert(stmt: exp.Expr, ctx: StatementContext) -> None:
+    """INSERT ... VALUES writes its table even with constants only (issue 12); other INSERTs: the core one."""
+    assert isinstance(stmt, exp.Insert)
+    values = stmt.expression
+    table, col_list = statements._target_table(stmt.this)
+    if not isinstance(values, exp.Values) or table is None or isinstance(stmt.this, exp.Directory):
+        statements.handle_insert(stmt, ctx)
+        return
+    overwrite = bool(stmt.args.get("overwrite"))
+    ptype = "insert_overwrite" if overwrite else "insert"
+    verb = "Insert overwrite" if overwrite else "Insert into"
+    ctx.begin_process(ptype, f"{verb} {statements._display(table)}", effect_type="insert")
+    target = ctx.table(table)
+    target.process_ids.add(ctx.process_id or "")
+    names: list[str] = list(col_list)
+    if not names:
+        known = ctx.table_columns(table)
+        static = statements._static_partition_columns(table)
+        names = [c for c, _ in known or [] if c.lower() not in static]
+    for name in names:
+        target.column(name)
+    _values_into(ctx, stmt, values, names, target)
+
+
+def _values_into(
+    ctx: StatementContext, stmt: exp.Insert, values: exp.Values, names: list[str], target: DatasetBuilder
+) -> None:
+    """Subqueries among the values feed the target column at their position through a VALUES resultset;
+    where the target's columns are unknown they feed its PseudoRows (fdr, clause insertValues): the table
+    is read into, the column is not known."""
+    scope = Scope(None, ctx.query_ctes(stmt))
+    rs: DatasetBuilder | None = None
+    fed: dict[int, str] = {}
+    for row in values.expressions:
+        ctx.check()
+        items = list(row.expressions) if isinstance(row, exp.Tuple) else [row]
+        for i, val in enumerate(items):
+            if val.find(exp.Query) is None:
+                continue  # a constant (or a default): no lineage
+            refs: list[Ref] = []
+            ctx._collect(val, scope, refs)
+            if not refs:
+                continue
+            if rs is None:
+                rs = ctx.numbered_resultset("VALUES", "values")
+            col = fed.get(i) or rs.column(names[i] if i < len(names) else f"column{i + 1}")
+            fed[i] = col
+            _feed(ctx, refs, (rs.id, col), val, scope)
+    if rs is None:
+        return
+    for i, col in sorted(fed.items()):
+        if i < len(names):
+            ctx.graph.add(
+                FDD,
+                (rs.id, col),
+                (target.id, target.column(names[i])),
+                effect_type=ctx.effect_type,
+                process_id=ctx.process_id,
+                effect=Effect.EXACT_COPY,
+            )
+        else:
+            ctx.graph.add(
+                FDR,
+                (rs.id, col),
+                (target.id, target.rows()),
+                effect_type=ctx.effect_type,
+                process_id=ctx.process_id,
+                clause_type=ClauseType.INSERT_VALUES,
+            )

@@ -10,7 +10,7 @@ from __future__ import annotations
 from sqlglot import exp
 from sqlglot.parser import Parser
 
-from atlas_bridge.extractors.sql import statements
+from atlas_bridge.extractors.sql import ddl, statements
 from atlas_bridge.extractors.sql.builder import GraphBuilder
 from atlas_bridge.extractors.sql.core import ScriptState, StatementContext
 from atlas_bridge.extractors.sql.registry import handler, text_handler
@@ -122,6 +122,8 @@ def handle_command(stmt: exp.Expr, ctx: StatementContext) -> None:
     rest = str(stmt.expression.name if isinstance(stmt.expression, exp.Expr) else "").strip().upper()
     two = f"{head} {rest.split()[0]}" if rest.split() else head
     if head in NO_LINEAGE_COMMANDS or two in NO_LINEAGE_COMMANDS:
+        return
+    if head == "CREATE" and ddl.clone_command(ctx):
         return
     statements.handle_command(stmt, ctx)
 
