@@ -25,6 +25,7 @@ from atlas_bridge.model import (
     Relation,
     RelationType,
     _Frozen,
+    construct_trusted,
     default_flow,
 )
 
@@ -102,7 +103,11 @@ def end_to_end(lineage: Lineage) -> Lineage:
     relations = _prefer_fdd(relations)
     used = {e.dataset_id for r in relations for e in (r.source, r.target)}
     datasets = [d for d in lineage.datasets if d.id not in inter or d.id in used]
-    return Lineage(
+    # Canonical already, so not validated again: the datasets, processes and procedures are the input's
+    # (sorted, unique); relations come sorted and unique from _prefer_fdd, and each end is a column of
+    # an input dataset kept above (tests/test_graph.py checks this equals the validated construction).
+    return construct_trusted(
+        Lineage,
         datasets=tuple(datasets),
         processes=lineage.processes,
         relations=tuple(relations),
@@ -157,7 +162,8 @@ class _Chain(NamedTuple):
         clause = self.clause if self.fdr else None
         flow = default_flow(kind, clause) if self.restricting or not self.fdr else FlowKind.DATA_FLOW
         # Every field comes from validated relations: skip re-validation (hot path on big lineage).
-        return Relation.model_construct(
+        return construct_trusted(
+            Relation,
             type=kind,
             flow=flow,
             source=first.source,
@@ -182,15 +188,23 @@ def _prefer_fdd(relations: list[Relation]) -> list[Relation]:
     """Where both an fdd and an fdr edge join the same two columns, the fdd one stands alone.
 
     Chains that differ only in where the source was read (their span) are one end-to-end edge; the
-    earliest span is kept.
+    earliest span is kept. The result is sorted by ``sort_key`` and unique, as :class:`Lineage` keeps it.
     """
-    fdd_pairs = {(r.source, r.target) for r in relations if r.type is RelationType.FDD}
+    keyed = [(r.sort_key(), r) for r in relations]
+    keyed.sort(key=_first)
+    # The ends as plain strings (sort_key starts target dataset, target column, source dataset, source
+    # column): hashing tuples of str is much cheaper than hashing the frozen ColumnRef models.
+    fdd_pairs = {key[:4] for key, r in keyed if r.type is RelationType.FDD}
     kept: dict[tuple[str, ...], Relation] = {}
-    for rel in sorted(relations, key=lambda r: r.sort_key()):
-        if rel.type is RelationType.FDR and (rel.source, rel.target) in fdd_pairs:
+    for key, rel in keyed:
+        if rel.type is RelationType.FDR and key[:4] in fdd_pairs:
             continue
-        kept.setdefault(rel.sort_key()[:-1], rel)
+        kept.setdefault(key[:-1], rel)
     return list(kept.values())
+
+
+def _first(pair: tuple[tuple[str, ...], Relation]) -> tuple[str, ...]:
+    return pair[0]
 
 
 class TableEdge(_Frozen):

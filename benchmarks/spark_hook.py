@@ -1,9 +1,11 @@
 """Overhead of the Spark hook: the same loop of queries with and without it, in one process.
 
-Blocks alternate (off, on, off, on, ...) on one local session so JIT warm-up and machine noise hit both
-sides alike. Reported: wall time per query either way and their ratio (goal: under 1.02), the callback
-cost per captured event (p50/p95), the py4j round trips per event, and how long the worker needed to
-catch up after the loop (flush). The worker extracts and converts for real; the sink only counts.
+Blocks alternate on one local session, and which side comes first alternates too (off/on, then on/off,
+...), so JIT warm-up, the slow first block and machine noise hit both sides alike. Reported: wall time and
+CPU time (this Python process plus the Spark JVM) per query either way and their ratios (goal: under 1.02),
+the callback cost per captured event (p50/p95), the py4j round trips per event, and how long the worker
+needed to catch up after the loop (flush; its CPU is counted separately). The worker extracts and converts
+for real; the sink only counts.
 
 Run: ``python benchmarks/spark_hook.py [--iterations 30] [--blocks 3]`` (needs pyspark and Java 17).
 """
@@ -11,6 +13,7 @@ Run: ``python benchmarks/spark_hook.py [--iterations 30] [--blocks 3]`` (needs p
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import tempfile
 import time
@@ -50,6 +53,33 @@ def loop(spark: Any, out: Path, iterations: int) -> tuple[float, int]:
     return time.perf_counter() - t0, iterations * 3
 
 
+class CpuClock:
+    """CPU seconds used so far by this Python process and by the Spark JVM (user + system).
+
+    The JVM is the process PySpark launched (``spark-submit`` execs into ``java``); its figure is read from
+    ``/proc/<pid>/stat`` (Linux), so nothing is asked of the JVM. Where that cannot be read the JVM side is
+    reported as 0 and the header says so.
+    """
+
+    def __init__(self, spark: Any) -> None:
+        proc = getattr(spark.sparkContext._gateway, "proc", None)
+        self._stat = Path(f"/proc/{proc.pid}/stat") if proc is not None else None
+        self._tick = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+        self.jvm_seen = self._jvm() is not None
+
+    def _jvm(self) -> float | None:
+        if self._stat is None:
+            return None
+        try:
+            fields = self._stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            return None
+        return (int(fields[11]) + int(fields[12])) / self._tick  # utime, stime (fields 14, 15)
+
+    def __call__(self) -> tuple[float, float]:
+        return time.process_time(), self._jvm() or 0.0
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--iterations", type=int, default=30)
@@ -80,20 +110,38 @@ def main() -> None:
     settings = Settings.load(namespace="bench", output_dir=base / "out")
     off: list[float] = []
     on: list[float] = []
+    cpu_off: list[tuple[float, float]] = []
+    cpu_on: list[tuple[float, float]] = []
     flush_s: list[float] = []
+    flush_cpu: list[float] = []
     callback_ms: list[float] = []
     round_trips: list[int] = []
     events = captured = processes = 0
-    for _ in range(args.blocks):
+    cpu = CpuClock(spark)
+    if not cpu.jvm_seen:
+        print("(JVM CPU time not readable here: CPU figures are this Python process only)")
+
+    def run_off() -> None:
+        py0, jvm0 = cpu()
         seconds, n = loop(spark, base / "off", args.iterations)
+        py1, jvm1 = cpu()
         off.append(seconds / n)
+        cpu_off.append(((py1 - py0) / n, (jvm1 - jvm0) / n))
+
+    def run_on() -> None:
+        nonlocal events, captured, processes
         sink = CountingSink()
         handle = install(spark, settings=settings, sink=sink)
+        py0, jvm0 = cpu()
         seconds, n = loop(spark, base / "on", args.iterations)
+        py1, jvm1 = cpu()
         on.append(seconds / n)
+        cpu_on.append(((py1 - py0) / n, (jvm1 - jvm0) / n))
         t0 = time.perf_counter()
         handle.flush(120)
         flush_s.append(time.perf_counter() - t0)
+        py2, jvm2 = cpu()
+        flush_cpu.append((py2 - py1) + (jvm2 - jvm1))
         callback_ms.extend(ns / 1e6 for ns in handle.stats.callback_ns)
         round_trips.extend(handle.stats.round_trips)
         events += handle.stats.events
@@ -101,8 +149,16 @@ def main() -> None:
         processes += handle.stats.processes
         uninstall(spark)
 
+    order: list[str] = []
+    for block in range(args.blocks):
+        sides = (run_off, run_on) if block % 2 == 0 else (run_on, run_off)
+        order.append("off/on" if block % 2 == 0 else "on/off")
+        for side in sides:
+            side()
+
     mean_off, mean_on = statistics.mean(off), statistics.mean(on)
-    print(f"queries per block: {args.iterations * 3} ({args.blocks} blocks each way, interleaved)")
+    n_q = args.iterations * 3
+    print(f"queries per block: {n_q} ({args.blocks} blocks each way; order {', '.join(order)})")
     print(
         f"without hook: {mean_off * 1000:.1f} ms/query  (blocks: {', '.join(f'{x * 1000:.1f}' for x in off)})"
     )
@@ -111,7 +167,21 @@ def main() -> None:
     )
     pairs = sorted(b / a for a, b in zip(off, on, strict=True))
     ratio, pair_median = mean_on / mean_off, statistics.median(pairs)
-    print(f"overhead ratio (with / without): {ratio:.3f} (per block pair: median {pair_median:.3f})")
+    print(
+        f"wall overhead ratio (with / without): {ratio:.3f} "
+        f"(per block pair: median {pair_median:.3f}; goal < 1.02)"
+    )
+    for name, blocks in (("without hook", cpu_off), ("with hook", cpu_on)):
+        py, jvm = statistics.mean(b[0] for b in blocks), statistics.mean(b[1] for b in blocks)
+        print(
+            f"CPU {name:<13}: {(py + jvm) * 1000:.1f} ms/query (python {py * 1000:.1f}, jvm {jvm * 1000:.1f})"
+        )
+    cpu_ratio = sum(sum(b) for b in cpu_on) / sum(sum(b) for b in cpu_off)
+    caught_up = sum(flush_cpu) / (args.blocks * n_q)
+    print(
+        f"CPU overhead ratio (with / without): {cpu_ratio:.3f} in the loop; "
+        f"the worker's catch-up adds {caught_up * 1000:.1f} ms/query of CPU"
+    )
     print(f"events: {events}, captured writes: {captured}, processes emitted: {processes}")
     p50, p95 = pct(callback_ms, 0.5), pct(callback_ms, 0.95)
     print(f"callback per captured event: p50 {p50:.2f} ms, p95 {p95:.2f} ms, max {max(callback_ms):.2f} ms")

@@ -8,7 +8,8 @@ import pytest
 pytest_plugins = ["fixtures_atlas", "fixtures_spark", "fixtures_kafka"]
 
 REPO = Path(__file__).resolve().parent.parent
-SHARED = REPO.parent / "shared"
+SHARED = next((p / "shared" for p in REPO.parents if (p / "shared").is_dir()), REPO.parent / "shared")
+"""The shared material: beside the checkout, or further up for a worktree (``/work/wt/<name>``)."""
 DATA = Path(__file__).resolve().parent / "data"
 
 

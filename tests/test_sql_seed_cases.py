@@ -16,13 +16,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import SHARED
 
 from atlas_bridge import extract_sql_lineage
 from atlas_bridge.graph import end_to_end, table_level
 from atlas_bridge.model import PSEUDO_ROWS, Lineage, Relation, RelationType, Severity
 
 HERE = Path(__file__).parent
-CASES_FILE = HERE.parent.parent / "shared" / "acceptance" / "seed_cases.jsonl"
+CASES_FILE = SHARED / "acceptance" / "seed_cases.jsonl"
 JUDGEMENTS = json.loads((HERE / "data" / "sql" / "seed_judgements.json").read_text(encoding="utf-8"))
 
 ColKey = tuple[str, str]

@@ -14,7 +14,7 @@ from sqlglot import exp
 
 from atlas_bridge import extract_sql_lineage
 from atlas_bridge.graph import end_to_end
-from atlas_bridge.model import DatasetKind
+from atlas_bridge.model import DatasetKind, Lineage
 
 SUITES = {
     "tpch": ("tpch_queries.jsonl", "tpc-h.schema.json", 22),
@@ -73,3 +73,22 @@ def test_tpc_queries_reach_their_sources(suite: str, shared_dir: Path) -> None:
     assert not failures, "\n".join(failures)
     # The literal-only outputs are known: TPC-DS channel/label columns; TPC-H has none.
     assert len(constants) == (0 if suite == "tpch" else 8), constants
+
+
+@pytest.mark.parametrize("suite", sorted(SUITES))
+def test_end_to_end_is_canonical_without_validating_again(suite: str, shared_dir: Path) -> None:
+    """end_to_end builds its Lineage without the validator (speed); what it builds must be what the
+    validator would make of the same parts: same order, nothing dropped, every end resolvable."""
+    schema = json.loads((shared_dir / "bench" / SUITES[suite][1]).read_text(encoding="utf-8"))
+    collapsed = 0
+    queries = _queries(suite, shared_dir)
+    for q in queries:
+        lineage = extract_sql_lineage(q["sql"], None, schema).lineage
+        e2e = end_to_end(lineage)
+        collapsed += e2e is not lineage
+        validated = Lineage(
+            datasets=e2e.datasets, processes=e2e.processes, relations=e2e.relations, procedures=e2e.procedures
+        )
+        assert validated == e2e, q["id"]
+        assert validated.to_json() == e2e.to_json(), q["id"]
+    assert collapsed > len(queries) // 2  # most queries have resultsets to collapse

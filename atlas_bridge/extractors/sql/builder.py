@@ -11,9 +11,6 @@ the leaf models are built with ``model_construct`` in the canonical form their v
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
-
-from pydantic import BaseModel
 
 from atlas_bridge.model import (
     PSEUDO_ROWS,
@@ -32,6 +29,7 @@ from atlas_bridge.model import (
     Span,
     default_flow,
 )
+from atlas_bridge.model import construct_trusted as _fast
 
 
 @dataclass
@@ -119,36 +117,6 @@ class DatasetBuilder:
         for attr in ("db", "catalog", "sub_type", "alias", "uri"):
             if getattr(self, attr) is None and getattr(other, attr) is not None:
                 setattr(self, attr, getattr(other, attr))
-
-
-_M = TypeVar("_M", bound=BaseModel)
-
-
-_FIELDS: dict[type[BaseModel], tuple[dict[str, Any], frozenset[str]]] = {}
-
-
-def _fast(cls: type[_M], **values: Any) -> _M:
-    """An instance of a frozen model from already-canonical values, without validation.
-
-    What ``model_construct`` does (fields in declaration order, defaults filled), a little cheaper; it
-    matters because a TPC-DS query makes hundreds of relations. Defaults here are immutable (None, (),
-    False), so sharing them is safe.
-    """
-    known = _FIELDS.get(cls)
-    if known is None:
-        defaults = {name: f.default for name, f in cls.model_fields.items()}
-        known = _FIELDS[cls] = (defaults, frozenset(defaults))
-    if not known[1].issuperset(values):
-        msg = f"{cls.__name__} has no field(s) {sorted(set(values) - known[1])}"
-        raise TypeError(msg)
-    data = dict(known[0])
-    data.update(values)
-    obj = cls.__new__(cls)
-    object.__setattr__(obj, "__dict__", data)
-    object.__setattr__(obj, "__pydantic_fields_set__", set(data))
-    object.__setattr__(obj, "__pydantic_extra__", None)
-    object.__setattr__(obj, "__pydantic_private__", None)
-    return obj
 
 
 def _spans(spans: list[Span]) -> tuple[Span, ...]:

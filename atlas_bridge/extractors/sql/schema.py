@@ -18,7 +18,9 @@ class SchemaIndex:
     """Known columns of tables and views, in declaration order (needed for INSERT by position)."""
 
     def __init__(self, schema: Mapping[str, Any] | None = None, default_db: str | None = None) -> None:
-        self._tables: dict[TableKey, list[tuple[str, str | None]]] = {}
+        self._tables: dict[TableKey, list[tuple[str, str | None]] | Mapping[str, Any]] = {}
+        """Columns per table; a table of the given schema keeps its mapping until first looked up (most
+        scripts touch few of the schema's tables, and the index is built once per script)."""
         self._by_name: dict[str, list[TableKey]] = {}
         self.default_db = default_db.lower() if default_db else None
         if schema:
@@ -31,15 +33,23 @@ class SchemaIndex:
                     self._load(value, (*path, str(key)))
                 continue
             if isinstance(value, Mapping):
-                cols = [(str(c), None if t is None else str(t)) for c, t in value.items()]
                 db = path[-1] if path else None
                 catalog = path[-2] if len(path) > 1 else None
-                self.add(catalog, db, str(key), cols)
+                self._put(catalog, db, str(key), value)
 
     def add(
         self, catalog: str | None, db: str | None, name: str, columns: list[tuple[str, str | None]]
     ) -> None:
         """Record (or replace) a table's columns, e.g. from CREATE TABLE earlier in the script."""
+        self._put(catalog, db, name, columns)
+
+    def _put(
+        self,
+        catalog: str | None,
+        db: str | None,
+        name: str,
+        columns: list[tuple[str, str | None]] | Mapping[str, Any],
+    ) -> None:
         key = (catalog.lower() if catalog else None, db.lower() if db else None, name.lower())
         if key not in self._tables:
             self._by_name.setdefault(key[2], []).append(key)
@@ -66,7 +76,11 @@ class SchemaIndex:
             if len(exact) != 1:
                 return None
             matches = exact
-        return self._tables[matches[0]]
+        key = matches[0]
+        cols = self._tables[key]
+        if isinstance(cols, Mapping):
+            cols = self._tables[key] = [(str(c), None if t is None else str(t)) for c, t in cols.items()]
+        return cols
 
 
 def _is_table(value: Mapping[str, Any]) -> bool:

@@ -22,8 +22,8 @@ from dataclasses import dataclass
 from sqlglot.dialects.dialect import Dialect
 from sqlglot.tokens import Token, TokenType  # type: ignore[attr-defined]
 
-from atlas_bridge.extractors.sql.builder import _fast
 from atlas_bridge.model import Span
+from atlas_bridge.model import construct_trusted as _fast
 
 
 class LineIndex:
