@@ -327,9 +327,8 @@ class Settings(BaseSettings):
             if "@" in rest and "@" not in authority:
                 # An unquoted '/' in the password: the userinfo ends at the last '@'.
                 userinfo_part, _, after = rest.rpartition("@")
-                authority, slash, path = f"{userinfo_part}@{after.partition('/')[0]}", "/", ""
-                path = after.partition("/")[2]
-                slash = "/" if path else ""
+                host_part, slash, path = after.partition("/")
+                authority = f"{userinfo_part}@{host_part}"
             if "@" in authority:
                 userinfo, _, host = authority.rpartition("@")
                 user, _, password = userinfo.partition(":")

@@ -153,7 +153,7 @@ class _CappedRetry(Retry):
 
 def make_retry(policy: RetryPolicy) -> Retry:
     """urllib3 retries for requests that ``apache_atlas`` code makes on our session (ours retry in
-    :meth:`AtlasClient._request_once`, under one deadline)."""
+    :meth:`AtlasClient._request`, under one deadline)."""
     capped: type[Retry] = type("_CappedRetry", (_CappedRetry,), {"cap_s": policy.retry_after_cap_s})
     return capped(
         total=policy.retries,

@@ -74,7 +74,6 @@ def rewrite_batch(batch: Mapping[str, Any], found: Mapping[str, str]) -> dict[st
             kept.append(entity)
     if not found:
         return dict(batch)
-    by_qn = {qn: t for t, qn in dropped.values()} | dict(found)
 
     def ref(value: Any) -> Any:
         if isinstance(value, list):
@@ -82,7 +81,9 @@ def rewrite_batch(batch: Mapping[str, Any], found: Mapping[str, str]) -> dict[st
         if not isinstance(value, dict) or "typeName" not in value:
             return value
         qn = (value.get("uniqueAttributes") or {}).get("qualifiedName")
-        target = dropped.get(str(value.get("guid"))) or ((by_qn[qn], qn) if qn in by_qn else None)
+        target = dropped.get(str(value.get("guid"))) or (
+            (found[qn], qn) if isinstance(qn, str) and qn in found else None
+        )
         if target is None or value.get("typeName") not in DEFAULT_REUSE_TYPES:
             return value
         out = {"typeName": target[0], "uniqueAttributes": {"qualifiedName": target[1]}}
@@ -159,6 +160,8 @@ class EntityReuse:
         self.types = {k: tuple(v) for k, v in (DEFAULT_REUSE_TYPES if types is None else types).items()}
         self.chunk = chunk
         self._cache: dict[str, str | None] = {}
+        self._found: dict[str, str] = {}
+        """The cache's hits: qualifiedName -> the other hook's type."""
         self._absent: set[str] = set()
         self.lookups = 0
         """Lookup requests made."""
@@ -191,16 +194,14 @@ class EntityReuse:
                         break
                     for entity in entities:
                         qn = (entity.get("attributes") or {}).get("qualifiedName")
-                        # A subtype of ours would match too (Atlas matches subtypes): only foreign ones count.
-                        if isinstance(qn, str) and not str(entity.get("typeName", "")).startswith(
-                            "atlas_bridge"
-                        ):
-                            self._cache[qn] = str(entity.get("typeName") or foreign)
+                        theirs = str(entity.get("typeName") or foreign)
+                        # Atlas matches subtypes too: only another hook's type counts, never one of ours.
+                        if isinstance(qn, str) and not theirs.startswith("atlas_bridge"):
+                            self._cache[qn] = self._found[qn] = theirs
                 todo = [qn for qn in todo if qn not in self._cache]
             for qn in todo:
                 self._cache[qn] = None
-        found = {qn: t for qn, t in self._cache.items() if t is not None}
-        out = rewrite_batch(batch, found)
+        out = rewrite_batch(batch, self._found)
         self.reused += len(batch.get("entities") or []) - len(out.get("entities") or [])
         return out
 

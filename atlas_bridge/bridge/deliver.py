@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
+from atlas_bridge.atlas.reuse import post_batch
 from atlas_bridge.bridge.types import Progress
 from atlas_bridge.errors import AtlasAuthError, AtlasBridgeError, AtlasError, AtlasUnavailableError
 
@@ -119,8 +120,6 @@ class AtlasDelivery(_KeepsUnsent):
         self._unsent: Any = None
 
     def send(self, batch: dict[str, Any]) -> tuple[int, int] | None:
-        from atlas_bridge.atlas.reuse import post_batch
-
         if self.down is not None:
             raise self.down
         try:
@@ -211,7 +210,8 @@ class SentState:
     def __init__(self, path: Path) -> None:
         self.path = path
         self._sent: set[str] = set()
-        self.probes: list[dict[str, Any]] = []
+        self._probes: dict[str, dict[str, Any]] = {}
+        """Batch hash -> one entity of it with the guid Atlas gave it (in recording order)."""
         if path.exists():
             with open(path, encoding="utf-8") as fh:
                 for line in fh:
@@ -222,7 +222,7 @@ class SentState:
                     if isinstance(entry, dict) and isinstance(entry.get("hash"), str):
                         self._sent.add(entry["hash"])
                         if isinstance(entry.get("probe"), dict) and "guid" in entry["probe"]:
-                            self.probes.append(entry["probe"])
+                            self._probes[entry["hash"]] = entry["probe"]
         self._fh: io.TextIOWrapper | None = None
 
     @classmethod
@@ -242,8 +242,7 @@ class SentState:
             self._fh = open(self.path, "a", encoding="utf-8")  # noqa: SIM115 - kept open across batches
         entry: dict[str, Any] = {"hash": digest, "entities": entities, "at": int(time.time())}
         if probe:
-            entry["probe"] = dict(probe)
-            self.probes.append(entry["probe"])
+            entry["probe"] = self._probes[digest] = dict(probe)
         self._fh.write(json.dumps(entry, sort_keys=True) + "\n")
         self._fh.flush()
         os.fsync(self._fh.fileno())
@@ -256,32 +255,24 @@ class SentState:
 
     def sample(self, k: int = 3) -> list[dict[str, Any]]:
         """Up to ``k`` probes spread over the recorded batches (first, middle, last...)."""
-        if len(self.probes) <= k:
-            return list(self.probes)
-        step = (len(self.probes) - 1) / (k - 1)
-        return [self.probes[round(i * step)] for i in range(k)]
+        probes = list(self._probes.values())
+        if len(probes) <= k:
+            return probes
+        step = (len(probes) - 1) / (k - 1)
+        return [probes[round(i * step)] for i in range(k)]
 
     def forget(self) -> None:
         """Drop every acknowledgement: the next delivery sends everything."""
         self.close()
         self.path.unlink(missing_ok=True)
         self._sent.clear()
-        self.probes.clear()
+        self._probes.clear()
 
     def compact(self, keep: Iterable[str]) -> None:
         """Rewrite the file with only ``keep`` (this run's batches, all acknowledged), so it stays small."""
         self.close()
         wanted = [h for h in dict.fromkeys(keep) if h in self._sent]
-        probes: dict[str, Any] = {}
-        if self.path.exists():
-            with open(self.path, encoding="utf-8") as fh:
-                for line in fh:
-                    try:
-                        entry = json.loads(line)
-                    except ValueError:
-                        continue
-                    if isinstance(entry, dict) and entry.get("probe"):
-                        probes[str(entry.get("hash"))] = entry["probe"]
+        probes = self._probes
         tmp = self.path.with_suffix(".jsonl.tmp")
         with open(tmp, "w", encoding="utf-8") as fh:
             for digest in wanted:
@@ -291,7 +282,7 @@ class SentState:
             os.fsync(fh.fileno())
         os.replace(tmp, self.path)
         self._sent = set(wanted)
-        self.probes = [probes[h] for h in wanted if h in probes]
+        self._probes = {h: probes[h] for h in wanted if h in probes}
 
 
 @dataclasses.dataclass

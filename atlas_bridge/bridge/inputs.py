@@ -281,8 +281,9 @@ def _script_units(f: InputFile, options: ScanOptions, *, ship_content: bool) -> 
     data = Path(f.path).read_bytes()
     if b"\r" in data or looks_binary(data[:_BINARY_SNIFF]):
         return [WorkUnit(f, 0, f.size, data if ship_content else None)]
-    text = data.decode("utf-8", errors="replace")
-    if text.encode("utf-8") != data:  # not clean UTF-8: keep it whole (the problem is reported there)
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:  # not clean UTF-8: keep it whole (the problem is reported there)
         return [WorkUnit(f, 0, f.size, data if ship_content else None)]
     pieces = split_script(text, options.sql_chunk_bytes)
     if len(pieces) == 1:

@@ -7,7 +7,8 @@ import os
 import tempfile
 import time
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from atlas_bridge.bridge.deliver import Delivery, DeliveryStats, SentState, check_resume_state, deliver
 from atlas_bridge.bridge.inputs import discover_inputs, plan_units
@@ -136,8 +137,10 @@ def scan(
             if state is not None:
                 state.close()
     timings["deliver"] = dstats.deliver_s
-    if state_dir is not None and hasattr(delivery, "client"):
-        _record_and_prune(delivery, namespace, paths, state_dir, stats, dstats, produced, prune)
+    client = getattr(delivery, "client", None)  # only a delivery to Atlas itself can prune
+    if state_dir is not None and client is not None:
+        scope = scope_key(delivery.target, namespace, [str(p) for p in paths])
+        _record_and_prune(client, record_path(state_dir, scope), scope, stats, dstats, produced, prune)
     dstats.resume_reset = reset
     if dstats.kept:
         dstats.kept_dir = str(getattr(delivery, "unsent_dir", ""))
@@ -145,10 +148,9 @@ def scan(
 
 
 def _record_and_prune(
-    delivery: Delivery,
-    namespace: str,
-    paths: Sequence[str | os.PathLike[str]],
-    state_dir: str | os.PathLike[str],
+    client: Any,
+    path: Path,
+    scope: dict[str, Any],
     stats: ExtractStats,
     dstats: DeliveryStats,
     produced: Produced,
@@ -160,8 +162,6 @@ def _record_and_prune(
         and not dstats.kept
         and not any(p.severity is Severity.ERROR for p in stats.problems)
     )
-    scope = scope_key(delivery.target, namespace, [str(p) for p in paths])
-    path = record_path(state_dir, scope)
     if not complete:
         if mode != "off":
             dstats.prune_note = "not pruned: the run had errors or batches not delivered"
@@ -170,7 +170,7 @@ def _record_and_prune(
     stale = stale_entities(read_record(path), produced.entities)
     if mode != "off":
         dstats.prune_list = [f"{t} {q}" for t, q in stale]
-        deleted, errors = prune_entities(vars(delivery)["client"], stale, dry_run=mode == "dry-run")
+        deleted, errors = prune_entities(client, stale, dry_run=mode == "dry-run")
         dstats.pruned = len(stale) if mode == "dry-run" else deleted
         dstats.errors.extend(errors)
         verb = "would delete" if mode == "dry-run" else "deleted"
