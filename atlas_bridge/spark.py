@@ -449,9 +449,9 @@ class SparkHookHandle:
         event whose QueryExecution id is *lower* than the group's belongs to it; a higher id is the same
         statement run again (a loop), a new group.
         """
-        from atlas_bridge.extractors.spark_plan import plan_signature, write_priority, write_target
+        from atlas_bridge.extractors.spark_plan import plan_identity, write_priority
 
-        sig = plan_signature(item.plan_json)
+        sig, target = plan_identity(item.plan_json, item.facts)
         if sig is None:
             self._emit(item)
             return
@@ -460,7 +460,6 @@ class SparkHookHandle:
         if done is not None and _belongs(item.qe_id, done):
             self.stats.superseded += 1
             return
-        target = write_target(item.plan_json, item.facts)
         item.target = target
         done_target = self._done_targets.get(target) if target is not None else None
         if done_target is not None and item.qe_id is not None and item.qe_id < done_target:

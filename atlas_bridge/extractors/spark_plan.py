@@ -1229,37 +1229,39 @@ def _plan_hash(items: list[dict[str, Any]], target_id: str, kind: str) -> str:
     return hashlib.sha256(body.encode("utf-8")).hexdigest()
 
 
-def plan_signature(plan: str | list[dict[str, Any]]) -> str | None:
-    """Identity of the data a write moves: the exprIds of its query's output (same across the 2-3 events
-    CTAS / saveAsTable / INSERT OVERWRITE DIRECTORY fire). None for plans without a query."""
-    items = json.loads(plan) if isinstance(plan, str) else plan
-    try:
-        root = _parse(items)
-    except (ValueError, TypeError, KeyError, AttributeError):
-        return None
-    query = _child_or_nested(root, "query") or _child_or_nested(root, "plan")
-    if query is None:
-        return None
-    ex = _Extractor({}, temp_views=True)
-    ids = [(_expr_id(a), (a.f.get("exprId") or {}).get("jvmId")) for a in ex.output_attrs(query)]
-    if not ids:
-        return None
-    return hashlib.sha256(json.dumps(ids).encode()).hexdigest()[:32]
+def plan_identity(
+    plan: str | list[dict[str, Any]], facts: dict[str, Any] | None = None
+) -> tuple[str | None, str | None]:
+    """``(signature, target)`` of a write event, from one parse of its plan.
 
-
-def write_target(plan: str | list[dict[str, Any]], facts: dict[str, Any] | None = None) -> str | None:
-    """The dataset id a write command writes (None: not a write, or unknown).
-
-    Lets the hook tell the outer command of a statement (``SaveAsV1TableCommand``) from a new write when
-    their queries differ in exprIds (an append into an existing table re-aliases the query's output).
+    The signature is the identity of the data a write moves: the exprIds of its query's output (the same
+    across the 2-3 events CTAS / saveAsTable / INSERT OVERWRITE DIRECTORY fire); None for plans without a
+    query. The target is the dataset id written; it lets the hook tell the outer command of a statement
+    (``SaveAsV1TableCommand``) from a new write when their queries differ in exprIds (an append into an
+    existing table re-aliases the query's output).
     """
     items = json.loads(plan) if isinstance(plan, str) else plan
     try:
         root = _parse(items)
+    except (ValueError, TypeError, KeyError, AttributeError):
+        return None, None
+    signature = None
+    query = _child_or_nested(root, "query") or _child_or_nested(root, "plan")
+    if query is not None:
+        ex = _Extractor({}, temp_views=True)
+        ids = [(_expr_id(a), (a.f.get("exprId") or {}).get("jvmId")) for a in ex.output_attrs(query)]
+        if ids:
+            signature = hashlib.sha256(json.dumps(ids).encode()).hexdigest()[:32]
+    try:
         w = _describe_write(root, facts or {}, _Extractor({}, temp_views=True))
     except (ValueError, TypeError, KeyError, AttributeError):
-        return None
-    return w.target.id if w is not None and w.target is not None else None
+        w = None
+    return signature, (w.target.id if w is not None and w.target is not None else None)
+
+
+def plan_signature(plan: str | list[dict[str, Any]]) -> str | None:
+    """The signature part of :func:`plan_identity`."""
+    return plan_identity(plan)[0]
 
 
 def write_priority(root_class: str) -> int:
