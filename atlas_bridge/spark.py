@@ -6,9 +6,11 @@
     handle = install(spark)              # settings from kwargs, Spark conf spark.atlas.*, env, properties
 
 A Python object implementing ``org.apache.spark.sql.util.QueryExecutionListener`` is registered through
-py4j. Spark calls it on its listener thread after each query; the callback does only what needs the live
-plan (``qe.analyzed().toJSON()`` plus a few py4j reads of what the JSON leaves out: paths, save mode,
-format, SQL text) and puts the result on a bounded queue. A daemon worker extracts
+py4j. Spark calls it on its listener thread after each query; the callback makes one py4j round trip (the
+plan's root class and the query id, read together by :class:`atlas_bridge.spark_reader.JvmReader`), keeps
+the QueryExecution reference of a write and puts it on a bounded queue. A daemon worker reads the plan's
+JSON and the few facts it leaves out (paths, save mode, format, SQL text) in one more round trip (two
+when a file is read without a catalog table: the plan is immutable and our reference keeps it), extracts
 (:func:`atlas_bridge.extractors.spark_plan.extract_spark_plan_lineage`), converts
 (:func:`atlas_bridge.atlas.convert.to_atlas_batches`) and emits through a sink; when Atlas is down the
 sink keeps batches on disk and resends them later (this job or the next). The job is never slowed or
@@ -87,8 +89,12 @@ class HookStats:
     problems: int = 0
     callback_ns: collections.deque[int] = field(default_factory=lambda: collections.deque(maxlen=10_000))
     """Time spent in each capturing callback (benchmarks)."""
+    callback_round_trips: collections.deque[int] = field(
+        default_factory=lambda: collections.deque(maxlen=10_000)
+    )
+    """py4j round trips made by each capturing callback (on Spark's listener thread)."""
     round_trips: collections.deque[int] = field(default_factory=lambda: collections.deque(maxlen=10_000))
-    """py4j calls made by each capturing callback."""
+    """py4j round trips made for each captured event in all (callback and worker)."""
 
 
 @dataclass
@@ -104,6 +110,10 @@ class _Item:
     qe_id: int | None = None
     target: str | None = None
     """The dataset id written, filled by the worker (not the callback: it parses the plan)."""
+    jqe: Any = None
+    """The event's QueryExecution (py4j), until the worker has read the plan and facts off it."""
+    calls: int = 0
+    """py4j round trips made for this event so far."""
 
 
 @dataclass
@@ -126,17 +136,6 @@ def _belongs(qe_id: int | None, group_min: int | None) -> bool:
 @dataclass
 class _Flush:
     done: threading.Event = field(default_factory=threading.Event)
-
-
-class _Java:
-    """Counts py4j calls (each is one round trip to the JVM)."""
-
-    def __init__(self) -> None:
-        self.n = 0
-
-    def __call__(self, obj: Any, method: str, *args: Any) -> Any:
-        self.n += 1
-        return getattr(obj, method)(*args)
 
 
 class _Listener:
@@ -202,6 +201,8 @@ class SparkHookHandle:
         except Exception:
             self.user = getpass.getuser()
         self._bus = sc._jsc.sc().listenerBus()
+        self._reader: Any = None
+        """Reads the plan and its facts off the JVM (:class:`atlas_bridge.spark_reader.JvmReader`)."""
         self._warned_drop = 0
         self.automatic = False
         """Installed by the switch (:mod:`atlas_bridge.spark_auto`), not by a call in the job."""
@@ -214,6 +215,9 @@ class SparkHookHandle:
         gateway: Any = SparkContext._gateway
         ensure: Any = ensure_callback_server_started
         ensure(gateway)
+        from atlas_bridge.spark_reader import JvmReader
+
+        self._reader = JvmReader(self._spark._jvm)  # compiled before the first event, not in its callback
         self._listener = _Listener(self)
         jvm = self._spark._jvm
         # One JVM proxy, kept, so unregister can hand Spark the very object it registered (P5).
@@ -341,7 +345,7 @@ class SparkHookHandle:
             self.stats.skipped += 1
             return
         self.stats.callback_ns.append(time.perf_counter_ns() - t0)
-        self.stats.round_trips.append(calls)
+        self.stats.callback_round_trips.append(calls)
         if self.settings.synchronous:
             with self._sync_lock:
                 self._handle_item(item)
@@ -362,24 +366,22 @@ class SparkHookHandle:
     def _capture(
         self, event: str, func_name: str, qe: Any, duration_ns: int | None
     ) -> tuple[_Item | None, int]:
+        """One round trip: the plan's root class and the query id; the rest is read by the worker.
+
+        The analyzed plan is immutable and the QueryExecution reference we keep holds it on the JVM, so
+        the worker reads the same plan later, off Spark's listener thread.
+        """
         from atlas_bridge.extractors.spark_plan import QUERY_ROOTS, WRITE_COMMANDS
 
         if event != "onSuccess" or func_name == _INNER_WRITE:
             return None, 0
-        j = _Java()
-        plan = j(qe, "analyzed")
-        root = str(j(plan, "nodeName"))
+        (root, qe_id_text), calls = self._reader.read(qe, [["analyzed", "nodeName"], ["id"]])
+        if not isinstance(root, str):
+            msg = "the plan's root class cannot be read"
+            raise RuntimeError(msg)
         if root not in WRITE_COMMANDS and not (self.resultsets and root in QUERY_ROOTS):
-            return None, j.n
-        if root == "InsertIntoHadoopFsRelationCommand":
-            plan_json = _insert_json(j, plan)
-        else:
-            plan_json = str(j(plan, "toJSON"))
-        try:
-            qe_id: int | None = int(j(qe, "id"))
-        except Exception:
-            qe_id = None
-        facts = _read_facts(j, qe, plan, root, plan_json)
+            return None, calls
+        qe_id = int(qe_id_text) if isinstance(qe_id_text, str) and qe_id_text.lstrip("-").isdigit() else None
         end_ms = int(time.time() * 1000)
         with self._seq_lock:
             self._seq += 1
@@ -388,14 +390,25 @@ class SparkHookHandle:
             event=event,
             func_name=func_name,
             root=root,
-            plan_json=plan_json,
-            facts=facts,
+            plan_json="",
+            facts={},
             end_ms=end_ms,
             duration_ms=int(duration_ns // 1_000_000) if duration_ns is not None else None,
             seq=seq,
             qe_id=qe_id,
+            jqe=qe,
+            calls=calls,
         )
-        return item, j.n
+        return item, calls
+
+    def _materialize(self, item: _Item) -> None:
+        """Read the plan's JSON and the facts it lacks off the kept QueryExecution, then let it go."""
+        qe, item.jqe = item.jqe, None
+        if qe is None:
+            return
+        item.plan_json, item.facts, calls = _read_plan(self._reader, qe, item.root)
+        item.calls += calls
+        self.stats.round_trips.append(item.calls)
 
     # -- worker --------------------------------------------------------------------------------------
     def _run(self) -> None:
@@ -451,6 +464,7 @@ class SparkHookHandle:
         """
         from atlas_bridge.extractors.spark_plan import plan_identity, write_priority
 
+        self._materialize(item)
         sig, target = plan_identity(item.plan_json, item.facts)
         if sig is None:
             self._emit(item)
@@ -587,32 +601,155 @@ _FINAL_ROOTS = frozenset(
 
 
 # ---------------------------------------------------------------------------------------------------------
-# py4j reads: only what toJSON drops (spark.md §4/§5); Seq lookups by index, never Python iteration.
+# JVM reads: the plan and what toJSON drops (spark.md §4/§5), as paths read in one round trip.
 
 
-def _insert_json(j: _Java, plan: Any) -> str:
-    """``toJSON`` of an InsertIntoHadoopFsRelationCommand without serialising the command node itself.
+_V2_WRITES = ("AppendData", "OverwriteByExpression", "OverwritePartitionsDynamic")
+_DIR_WRITES = ("InsertIntoDataSourceDirCommand", "InsertIntoHiveDirCommand")
+_PLAN = "analyzed"
 
-    Measured on this machine: the command node of an insert into a catalog table costs ~45 ms in
-    ``toJSON`` (its query ~1 ms); the fields we need from it are four py4j reads.
+
+def _read_plan(reader: Any, qe: Any, root: str) -> tuple[str, dict[str, Any], int]:
+    """(plan JSON, facts, round trips): one read for the plan and its facts, one more for file leaves.
+
+    The plan is ``qe.analyzed().toJSON()``, except for an InsertIntoHadoopFsRelationCommand: its command
+    node costs ~45 ms in ``toJSON`` (its query ~1 ms), so that node is built here from four fields.
     """
     import json
 
-    query_json = str(j(j(plan, "query"), "toJSON"))
-    names = str(j(j(plan, "outputColumnNames"), "mkString", "\u0001"))
-    node: dict[str, Any] = {
-        "class": "org.apache.spark.sql.execution.datasources.InsertIntoHadoopFsRelationCommand",
-        "num-children": 1,
-        "query": 0,
-        "outputColumnNames": names.split("\u0001") if names else [],
-        "catalogTable": None,
-    }
-    table = j(plan, "catalogTable")
-    if j(table, "isDefined"):
-        ct = j(table, "get")
-        ident = _parse_quoted(str(j(j(ct, "identifier"), "quotedString")))
-        node["catalogTable"] = {"identifier": ident, "provider": _opt_text(j, j(ct, "provider"))}
-    return "[" + json.dumps(node) + "," + query_json[1:]
+    from atlas_bridge.spark_reader import FAILED
+
+    insert = root == "InsertIntoHadoopFsRelationCommand"
+    paths: dict[str, list[Any]] = {}
+    if insert:
+        paths["query_json"] = [_PLAN, "query", "toJSON"]
+        paths["names"] = [_PLAN, "outputColumnNames", ("mkString", "\u0001")]
+        paths["table"] = [_PLAN, "catalogTable", "identifier", "quotedString"]
+        paths["provider"] = [_PLAN, "catalogTable", "provider"]
+        paths["mode"] = [_PLAN, "mode"]
+        paths["path"] = [_PLAN, "outputPath"]
+        paths["format"] = [_PLAN, "fileFormat"]
+    else:
+        paths["json"] = [_PLAN, "toJSON"]
+    paths["sql"] = [_PLAN, "origin", "sqlText"]
+    if root in _DIR_WRITES:
+        paths["location"] = [_PLAN, "storage", "locationUri"]
+    elif root == "SaveAsV1TableCommand":
+        paths["current_database"] = ["sparkSession", "catalog", "currentDatabase"]
+    elif root in _V2_WRITES:
+        paths["v2_table"] = [_PLAN, "table", "name"]
+    elif root in ("CreateTableAsSelect", "ReplaceTableAsSelect"):
+        paths["v2_name"] = [_PLAN, "name"]
+    values, calls = reader.read(qe, list(paths.values()))
+    got = dict(zip(paths, values, strict=True))
+
+    def need(key: str) -> str:
+        value = got[key]
+        if not isinstance(value, str):
+            msg = f"cannot read {'.'.join(str(s) for s in paths[key])} of a {root}"
+            raise RuntimeError(msg)
+        return value
+
+    def text(key: str) -> str | None:
+        value = got.get(key)
+        return value if isinstance(value, str) else None
+
+    if insert:
+        names = need("names")
+        node: dict[str, Any] = {
+            "class": "org.apache.spark.sql.execution.datasources.InsertIntoHadoopFsRelationCommand",
+            "num-children": 1,
+            "query": 0,
+            "outputColumnNames": names.split("\u0001") if names else [],
+            "catalogTable": None,
+        }
+        table = got["table"]
+        if table is FAILED:
+            need("table")
+        if isinstance(table, str):
+            node["catalogTable"] = {"identifier": _parse_quoted(table), "provider": text("provider")}
+        plan_json = "[" + json.dumps(node) + "," + need("query_json")[1:]
+    else:
+        plan_json = need("json")
+
+    facts: dict[str, Any] = {}
+    nodes = json.loads(plan_json)
+    head = nodes[0] if nodes else {}
+    sql = text("sql")
+    if sql:
+        facts["sql"] = sql
+    write: dict[str, Any] = {}
+    query_field = "plan" if root == "CreateViewCommand" else "query"
+    if insert:
+        write["mode"] = need("mode")
+        if not head.get("catalogTable"):
+            write["path"] = need("path")
+            write["format"] = need("format")
+    elif root in _DIR_WRITES:
+        loc = text("location")
+        if loc:
+            write["path"] = loc
+    elif root == "SaveAsV1TableCommand":
+        desc = head.get("tableDesc") or {}
+        if not (desc.get("identifier") or {}).get("database"):
+            facts["current_database"] = need("current_database")
+    elif root in _V2_WRITES:
+        write["table"] = _split_name(need("v2_table"))
+    elif root in ("CreateTableAsSelect", "ReplaceTableAsSelect"):
+        write["table"] = _split_name(need("v2_name").split(",")[-1].strip())
+    if write:
+        facts["write"] = write
+    leaves, more = _read_leaves(reader, qe, root, nodes, head, query_field)
+    if leaves:
+        facts["leaves"] = leaves
+    return plan_json, facts, calls + more
+
+
+def _read_leaves(
+    reader: Any, qe: Any, root: str, nodes: list[Any], head: dict[str, Any], query_field: str
+) -> tuple[list[dict[str, Any]], int]:
+    """Identity of the leaves the JSON cannot name (file reads without a catalog table, V2 relations)."""
+    query_nodes = head.get(query_field)
+    base: list[Any]
+    if root == "MergeIntoTable":  # target and source are both children
+        query_nodes_list, base = nodes[1:], [_PLAN]
+    elif isinstance(query_nodes, list):
+        query_nodes_list, base = query_nodes, [_PLAN, query_field]
+    elif isinstance(query_nodes, int):
+        query_nodes_list, base = nodes[1:], [_PLAN, query_field]
+    else:
+        return [], 0
+    needed = _leaves_needing_facts(query_nodes_list)
+    if not needed:
+        return [], 0
+    paths: list[list[Any]] = []
+    for index, _ids, kind in needed:
+        leaf = [*base, "collectLeaves", ("apply", index)]
+        if kind == "file":
+            paths.append([*leaf, "relation", "location", "rootPaths", ("mkString", "\n")])
+            paths.append([*leaf, "relation", "fileFormat"])
+            paths.append([])
+        else:  # a V2 file table (spark.sql.sources.useV1SourceList without the format), else by name
+            paths.append([*leaf, "table", "paths", ("mkString", "\n")])
+            paths.append([*leaf, "table", "formatName"])
+            paths.append([*leaf, "table", "name"])
+    values, calls = reader.read(qe, [p for p in paths if p])
+    it = iter(values)
+    leaves: list[dict[str, Any]] = []
+    for index, expr_ids, kind in needed:
+        roots, fmt = next(it), next(it)
+        name = next(it) if kind != "file" else None
+        entry: dict[str, Any] = {"exprIds": expr_ids}
+        if isinstance(roots, str) and isinstance(fmt, str):
+            entry["paths"] = [p for p in roots.split("\n") if p]
+            entry["format"] = fmt
+        elif kind != "file" and isinstance(name, str):
+            entry["table"] = _split_name(name)
+        else:
+            logger.debug("leaf %d has no readable identity", index)
+            continue
+        leaves.append(entry)
+    return leaves, calls
 
 
 def _parse_quoted(text: str) -> dict[str, Any]:
@@ -624,93 +761,6 @@ def _parse_quoted(text: str) -> dict[str, Any]:
     if len(parts) >= 3:
         out["catalog"] = ".".join(parts[:-2])
     return out
-
-
-def _opt_text(j: _Java, option: Any) -> str | None:
-    """A Scala ``Option[String]``-ish value -> str, in one round trip (``Some(x)`` / ``None``)."""
-    text = str(j(option, "toString"))
-    if text.startswith("Some(") and text.endswith(")"):
-        return text[5:-1]
-    return None
-
-
-def _read_facts(j: _Java, qe: Any, plan: Any, root: str, plan_json: str) -> dict[str, Any]:
-    import json
-
-    facts: dict[str, Any] = {}
-    nodes = json.loads(plan_json)
-    head = nodes[0] if nodes else {}
-    try:
-        sql = _opt_text(j, j(j(plan, "origin"), "sqlText"))
-        if sql:
-            facts["sql"] = sql
-    except Exception as e:
-        logger.debug("no SQL text: %s", e)
-    write: dict[str, Any] = {}
-    query_field = "plan" if root == "CreateViewCommand" else "query"
-    if root == "InsertIntoHadoopFsRelationCommand":
-        write["mode"] = str(j(j(plan, "mode"), "toString"))
-        if not head.get("catalogTable"):
-            write["path"] = str(j(j(plan, "outputPath"), "toString"))
-            write["format"] = str(j(j(plan, "fileFormat"), "toString"))
-    elif root in ("InsertIntoDataSourceDirCommand", "InsertIntoHiveDirCommand"):
-        loc = _opt_text(j, j(j(plan, "storage"), "locationUri"))
-        if loc:
-            write["path"] = loc
-    elif root in ("SaveAsV1TableCommand",):
-        desc = head.get("tableDesc") or {}
-        if not (desc.get("identifier") or {}).get("database"):
-            facts["current_database"] = str(j(j(j(qe, "sparkSession"), "catalog"), "currentDatabase"))
-    elif root in ("AppendData", "OverwriteByExpression", "OverwritePartitionsDynamic"):
-        name = str(j(j(plan, "table"), "name"))
-        write["table"] = _split_name(name)
-    elif root in ("CreateTableAsSelect", "ReplaceTableAsSelect"):
-        write["table"] = _split_name(str(j(j(plan, "name"), "toString")).split(",")[-1].strip())
-    if write:
-        facts["write"] = write
-    # Leaves the JSON cannot name: file reads without a catalog table, V2 relations.
-    query_nodes = head.get(query_field)
-    query_java = None
-    if root == "MergeIntoTable":  # target and source are both children
-        query_nodes_list = nodes[1:]
-        query_java = ("self", "")
-    elif isinstance(query_nodes, list):
-        query_nodes_list = query_nodes
-        query_java = ("nested", query_field)
-    elif isinstance(query_nodes, int):
-        query_nodes_list = nodes[1:]
-        query_java = ("child", query_field)
-    else:
-        query_nodes_list = []
-    needed = _leaves_needing_facts(query_nodes_list)
-    if needed and query_java is not None:
-        jq = plan if query_java[0] == "self" else j(plan, query_field)
-        jleaves = j(jq, "collectLeaves")
-        leaves: list[dict[str, Any]] = []
-        for index, expr_ids, kind in needed:
-            leaf = j(jleaves, "apply", index)
-            entry: dict[str, Any] = {"exprIds": expr_ids}
-            try:
-                if kind == "file":
-                    rel = j(leaf, "relation")
-                    roots = str(j(j(j(rel, "location"), "rootPaths"), "mkString", "\n"))
-                    entry["paths"] = [p for p in roots.split("\n") if p]
-                    entry["format"] = str(j(j(rel, "fileFormat"), "toString"))
-                else:
-                    table = j(leaf, "table")
-                    try:  # a V2 file table (spark.sql.sources.useV1SourceList without the format)
-                        roots = str(j(j(table, "paths"), "mkString", "\n"))
-                        entry["paths"] = [p for p in roots.split("\n") if p]
-                        entry["format"] = str(j(table, "formatName"))
-                    except Exception:
-                        entry["table"] = _split_name(str(j(table, "name")))
-            except Exception as e:
-                logger.debug("leaf %d has no readable identity: %s", index, e)
-                continue
-            leaves.append(entry)
-        if leaves:
-            facts["leaves"] = leaves
-    return facts
 
 
 def _split_name(name: str) -> dict[str, Any]:

@@ -20,12 +20,18 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
+from atlas_bridge.atlas.limits import DEFAULT_MAX_BYTES, DEFAULT_MAX_ENTITIES
+
 ROOT = Path(__file__).resolve().parent.parent
-BENCH = ROOT.parent / "shared" / "bench"
+BENCH = next(
+    (p / "shared" / "bench" for p in ROOT.parents if (p / "shared" / "bench").is_dir()),
+    ROOT.parent / "shared" / "bench",
+)
 PER_SCRIPT = 100
 NAMESPACE = "bench"
 
@@ -57,15 +63,17 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--statements", type=int, default=1000)
     parser.add_argument("--stub-statements", type=int, default=200)
-    parser.add_argument("--max-entities", type=int, default=500)
+    parser.add_argument("--max-entities", type=int, default=DEFAULT_MAX_ENTITIES)
+    parser.add_argument("--max-bytes", type=int, default=DEFAULT_MAX_BYTES)
     args = parser.parse_args(argv)
 
     sys.path.insert(0, str(ROOT / "tests"))
     from atlas_stub import AtlasStub  # the test stub: a strict in-memory Atlas on `responses`
 
     from atlas_bridge.atlas.client import AtlasClient
-    from atlas_bridge.atlas.convert import to_atlas_batches
+    from atlas_bridge.atlas.convert import to_atlas_batches, to_entity_records
     from atlas_bridge.atlas.typedefs import register_typedefs
+    from atlas_bridge.bridge.merge import EntityCollector
     from atlas_bridge.extractors.sql import extract_sql_lineage
     from atlas_bridge.graph import end_to_end
     from atlas_bridge.model import Lineage, merge_lineage
@@ -85,7 +93,9 @@ def main(argv: list[str] | None = None) -> int:
     n_statements = len(merged.processes)
 
     t0 = time.perf_counter()
-    batches = to_atlas_batches(merged, namespace=NAMESPACE, max_entities=args.max_entities)
+    batches = to_atlas_batches(
+        merged, namespace=NAMESPACE, max_entities=args.max_entities, max_bytes=args.max_bytes
+    )
     t_convert = time.perf_counter() - t0
     n_entities = _entities(batches)
     t0 = time.perf_counter()
@@ -95,6 +105,18 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.perf_counter()
     end_to_end(merged)  # the converter's first step, graph.py's: how much of convert it is
     t_e2e = time.perf_counter() - t0
+
+    # What `atlas-bridge scan` sends: per-script records folded by the driver's collector, then streamed.
+    with tempfile.TemporaryDirectory() as spill:
+        collector = EntityCollector(spill)
+        for lin in per_script:
+            collector.add(json.loads(json.dumps(to_entity_records(lin, namespace=NAMESPACE))))
+        collector.finish()
+        scan_sizes = [
+            (len(b["entities"]), len(json.dumps(b, separators=(",", ":"))))
+            for b in collector.batches(args.max_entities, args.max_bytes)
+        ]
+    scan_per_request = sum(n for n, _ in scan_sizes) / max(len(scan_sizes), 1)
 
     # HTTP requests: one POST per batch (typedef registration, 2 requests once, left out).
     per_script_batches = sum(
@@ -153,8 +175,14 @@ def main(argv: list[str] | None = None) -> int:
         f"push/convert per entity = {(t_push / n_sub) / (t_convert / n_entities):.1f}"
     )
     print(f"push again:       {t_repush:8.2f} s  created {created_again} (must be 0)")
+    print(
+        f"entities per request, `scan` delivery ({args.max_entities} entities / {args.max_bytes:,} bytes "
+        f"at most): {scan_per_request:.0f} (goal >= 500); {len(scan_sizes)} requests, "
+        f"largest body {max((b for _, b in scan_sizes), default=0):,} bytes"
+    )
     print("HTTP requests per 1,000 statements (fewer is better):")
-    print(f"  merged, {args.max_entities}/batch:     {per_1000(len(batches)):8.1f}")
+    print(f"  scan (collector):         {per_1000(len(scan_sizes)):8.1f}")
+    print(f"  merged, {args.max_entities}/batch:    {per_1000(len(batches)):8.1f}")
     print(f"  per 100-statement script: {per_1000(per_script_batches):8.1f}")
     print(
         f"  per statement (peer):     {per_1000(per_statement):8.1f}"

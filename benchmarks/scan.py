@@ -31,7 +31,10 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
-BENCH = ROOT.parent / "shared" / "bench"
+BENCH = next(
+    (p / "shared" / "bench" for p in ROOT.parents if (p / "shared" / "bench").is_dir()),
+    ROOT.parent / "shared" / "bench",
+)
 PER_FILE = 99  # one copy of TPC-DS per script: in "repeat" mode every script is the same
 
 

@@ -463,3 +463,97 @@ def test_a_silent_atlas_never_holds_the_jobs_end(base_tables: Any, tmp_path: Pat
     assert len(kept) == 2
     assert handle.stats.processes == 2
     assert handle.stats.emit_errors == 0
+
+
+class _ListSink:
+    def __init__(self) -> None:
+        self.batches: list[dict[str, Any]] = []
+
+    def emit(self, batch: dict[str, Any]) -> None:
+        self.batches.append(batch)
+
+    def close(self) -> None:
+        pass
+
+
+class _CountingClient:
+    """Counts the py4j round trips made by threads other than the test's own (the hook's listener callback
+    and its worker): each command sent, plus one for each JVM object reference handed back to them (py4j
+    deletes it with one more command when the Python side lets it go). Memory deletes themselves are not
+    counted where they are sent, since py4j's finalizer thread sends them for every thread."""
+
+    def __init__(self, spark: Any) -> None:
+        self.client = spark.sparkContext._gateway._gateway_client
+        self.main = threading.get_ident()
+        self.commands: list[str] = []
+        self._send = self.client.send_command
+
+    def __enter__(self) -> _CountingClient:
+        def send_command(command: str, *args: Any, **kwargs: Any) -> Any:
+            answer = self._send(command, *args, **kwargs)
+            if threading.get_ident() != self.main and not command.startswith("m\n"):
+                self.commands.append(" ".join(command.split("\n")[1:3]))
+                if isinstance(answer, str) and answer.startswith("yro"):
+                    self.commands.append(f"(delete {answer[3:]} later)")
+            return answer
+
+        self.client.send_command = send_command
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        del self.client.send_command
+
+
+def test_an_insert_costs_at_most_five_py4j_round_trips(base_tables: Any, tmp_path: Path) -> None:
+    """Every py4j command the hook sends for one INSERT event, callback and worker together, counted at
+    the gateway client (not by the hook's own bookkeeping)."""
+    spark = base_tables
+    drop(spark, "rt_t")
+    spark.sql("CREATE TABLE rt_t (id BIGINT, amount_x2 DOUBLE, tag STRING) USING parquet")
+    sink = _ListSink()
+    handle = install(spark, settings=Settings.load(namespace=NS, output_dir=tmp_path), sink=sink)
+    try:
+        spark.sql("SELECT 1").collect()  # the reader is compiled at install; warm the path once
+        assert handle.flush(60)
+        with _CountingClient(spark) as counted:
+            spark.sql(
+                "INSERT INTO rt_t SELECT id, amount * 2, concat(tag, '_', cust) FROM src WHERE amount > 0"
+            )
+            assert handle.flush(60)
+        assert handle.stats.processes == 1
+        assert handle.stats.round_trips[-1] <= 5
+        # One INSERT event: its QueryExecution reference (deleted later) plus the hook's own commands.
+        assert 1 <= 1 + len(counted.commands) <= 5, counted.commands
+        print("py4j commands of one INSERT:", counted.commands)
+    finally:
+        uninstall(spark)
+        drop(spark, "rt_t")
+    names = {e["attributes"]["qualifiedName"] for b in sink.batches for e in b["entities"]}
+    assert f"default.rt_t.amount_x2@{NS}" in names, sorted(names)
+
+
+def test_the_fallback_reader_reads_what_the_jvm_reader_reads(base_tables: Any) -> None:
+    from atlas_bridge.spark_reader import FAILED, JvmReader
+
+    spark = base_tables
+    qe = spark._jsparkSession.sql("SELECT id, upper(tag) AS t FROM src WHERE amount > 1").queryExecution()
+    paths: list[Any] = [
+        ["analyzed", "nodeName"],
+        ["id"],
+        ["analyzed", "origin", "sqlText"],
+        ["analyzed", "toJSON"],
+        ["analyzed", "collectLeaves", ("apply", 0), "catalogTable", "identifier", "quotedString"],
+        ["analyzed", "collectLeaves", ("apply", 0), "output", ("mkString", "|")],
+        ["analyzed", "collectLeaves", ("apply", 0), "catalogTable", "bucketSpec"],
+        ["analyzed", "no_such_method"],
+    ]
+    java = JvmReader(spark._jvm)
+    assert java.batched
+    fast, calls = java.read(qe, paths)
+    slow, slow_calls = JvmReader(spark._jvm, use_java=False).read(qe, paths)
+    assert calls == 1 < slow_calls
+    assert fast == slow
+    assert fast[0] == "Project"
+    assert fast[4] == "`spark_catalog`.`default`.`src`"
+    assert fast[6] is None
+    assert fast[7] is FAILED

@@ -69,6 +69,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 
 from atlas_bridge import naming
+from atlas_bridge.atlas.limits import DEFAULT_MAX_BYTES, DEFAULT_MAX_ENTITIES
 from atlas_bridge.graph import end_to_end
 from atlas_bridge.model import (
     PSEUDO_ROWS,
@@ -866,14 +867,35 @@ def _entity_of(record: dict[str, Any], dataset_types: Mapping[str, str]) -> _Ent
 
 
 def count_batches(
-    records: Iterable[dict[str, Any]], *, dataset_types: Mapping[str, str], max_entities: int = 500
+    records: Iterable[dict[str, Any]],
+    *,
+    dataset_types: Mapping[str, str],
+    max_entities: int = DEFAULT_MAX_ENTITIES,
+    max_bytes: int | None = DEFAULT_MAX_BYTES,
 ) -> int:
     """How many bodies :func:`batches_from_records` cuts from these records (nothing rendered)."""
-    return sum(1 for _ in _cut((_entity_of(r, dataset_types) for r in records), max_entities))
+    size = _stream_size if max_bytes is not None else None
+    return sum(
+        1 for _ in _cut((_entity_of(r, dataset_types) for r in records), max_entities, size, max_bytes)
+    )
+
+
+def _stream_size(e: _Entity) -> int:
+    """Bytes of an entity's JSON in a body, every reference counted with a placeholder guid (upper bound)."""
+    refs = sum(len(v) if isinstance(v, list) else 1 for v in e.refs.values())
+    return len(json.dumps(_render(e, "-1", {}), separators=(",", ":"))) + 2 + _GUID_BYTES * (refs + 1)
+
+
+_GUID_BYTES = 22
+"""Room for ``,"guid":"-1234567890"``: a placeholder guid a reference carries within its body."""
 
 
 def batches_from_records(
-    records: Iterable[dict[str, Any]], *, dataset_types: Mapping[str, str], max_entities: int = 500
+    records: Iterable[dict[str, Any]],
+    *,
+    dataset_types: Mapping[str, str],
+    max_entities: int = DEFAULT_MAX_ENTITIES,
+    max_bytes: int | None = DEFAULT_MAX_BYTES,
 ) -> Iterator[dict[str, Any]]:
     """Bulk bodies from records already in tier order, cut as :func:`to_atlas_batches` cuts them.
 
@@ -885,7 +907,8 @@ def batches_from_records(
         msg = f"max_entities must be at least 1, not {max_entities}"
         raise ValueError(msg)
     counter = 0
-    for chunk in _cut((_entity_of(r, dataset_types) for r in records), max_entities):
+    size = _stream_size if max_bytes is not None else None
+    for chunk in _cut((_entity_of(r, dataset_types) for r in records), max_entities, size, max_bytes):
         local: dict[tuple[str, str], str] = {}
         for e in chunk:
             counter += 1

@@ -9,6 +9,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+from atlas_bridge.atlas.limits import DEFAULT_MAX_BYTES
 from atlas_bridge.model import Lineage, Relation
 
 
@@ -104,11 +105,13 @@ class EntityCollector:
         assert self._dataset_order is not None
         return len(self._dataset_order) + self._spilled
 
-    def batch_count(self, max_entities: int) -> int:
+    def batch_count(self, max_entities: int, max_bytes: int | None = DEFAULT_MAX_BYTES) -> int:
         """Bodies :meth:`batches` will give (cut without splitting an owner from its children)."""
         from atlas_bridge.atlas.convert import count_batches
 
-        return count_batches(self.records(), dataset_types=self.dataset_types(), max_entities=max_entities)
+        return count_batches(
+            self.records(), dataset_types=self.dataset_types(), max_entities=max_entities, max_bytes=max_bytes
+        )
 
     def counts(self) -> dict[str, int]:
         """Headline numbers for the report, as :func:`lineage_counts` gives them for a merged lineage."""
@@ -164,12 +167,14 @@ class EntityCollector:
         """Final typeName of every dataset, by qualifiedName."""
         return {k[1]: v[0] for k, v in self._datasets.items() if not k[0]}
 
-    def batches(self, max_entities: int) -> Iterator[dict[str, Any]]:
+    def batches(
+        self, max_entities: int, max_bytes: int | None = DEFAULT_MAX_BYTES
+    ) -> Iterator[dict[str, Any]]:
         """The bulk bodies, one at a time (see :func:`atlas_bridge.atlas.convert.batches_from_records`)."""
         from atlas_bridge.atlas.convert import batches_from_records
 
         return batches_from_records(
-            self.records(), dataset_types=self.dataset_types(), max_entities=max_entities
+            self.records(), dataset_types=self.dataset_types(), max_entities=max_entities, max_bytes=max_bytes
         )
 
 

@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from atlas_bridge.atlas.limits import DEFAULT_MAX_ENTITIES
 from atlas_bridge.bridge.deliver import Delivery, DeliveryStats, SentState, check_resume_state, deliver
 from atlas_bridge.bridge.inputs import discover_inputs, plan_units
 from atlas_bridge.bridge.job import ExtractStats, extract_entities, running_session, spark_session
@@ -45,7 +46,7 @@ def scan(
     exclude: Sequence[str] = (),
     state_dir: str | os.PathLike[str] | None = None,
     resume: bool = True,
-    max_entities: int = 500,
+    max_entities: int = DEFAULT_MAX_ENTITIES,
     partitions: int | None = None,
     progress: Progress | None = None,
     prune: str = "off",

@@ -13,6 +13,7 @@ from typing import Any
 
 import click
 
+from atlas_bridge.atlas.limits import DEFAULT_MAX_ENTITIES
 from atlas_bridge.cli import check_dialect
 from atlas_bridge.errors import AtlasAuthError, AtlasBridgeError, AtlasUnavailableError, ConfigError
 
@@ -86,7 +87,7 @@ def register(group: click.Group) -> None:
 )
 @click.option(
     "--batch-size",
-    default=500,
+    default=DEFAULT_MAX_ENTITIES,
     show_default=True,
     type=click.IntRange(min=1),
     help="Most entities per Atlas request.",
