@@ -602,3 +602,26 @@ def test_converting_by_parts_gives_the_whole_conversion_whatever_the_partitions(
                 for ref in value if isinstance(value, list) else [value]:
                     if "guid" in ref:
                         assert ref["guid"] in defined
+
+
+@pytest.mark.parametrize("max_bytes", [6_000, 20_000])
+def test_streamed_batches_keep_under_the_byte_cap_and_stand_alone(tmp_path: Path, max_bytes: int) -> None:
+    """The scan's bodies are cut by entity count and by size: each body's JSON stays under ``max_bytes``
+    (unless one entity alone is bigger), the count is known before sending, the entities are those of
+    the uncapped cut, and a placeholder guid is only used in the body that defines it."""
+    options = _warehouse_options()
+    files, _ = bridge.discover_inputs([WAREHOUSE])
+    collector = _collect(bridge.plan_units(files, options), options, 2, tmp_path / "spill")
+    uncapped = list(collector.batches(10_000, None))
+    capped = list(collector.batches(10_000, max_bytes))
+    assert len(uncapped) == 1 < len(capped) == collector.batch_count(10_000, max_bytes)
+    for b in capped:
+        size = len(json.dumps(b, separators=(",", ":")))
+        assert size <= max_bytes or len(b["entities"]) == 1, size
+        defined = {e["guid"] for e in b["entities"]}
+        for e in b["entities"]:
+            for value in e.get("relationshipAttributes", {}).values():
+                for ref in value if isinstance(value, list) else [value]:
+                    assert ref.get("guid", next(iter(defined))) in defined
+    names = [e["attributes"]["qualifiedName"] for b in capped for e in b["entities"]]
+    assert sorted(set(names)) == sorted(e["attributes"]["qualifiedName"] for e in uncapped[0]["entities"])
