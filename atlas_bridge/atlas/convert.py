@@ -64,7 +64,7 @@ import logging
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from pydantic import BaseModel, ConfigDict
 
@@ -134,8 +134,9 @@ class RunInfo(BaseModel):
     status: str | None = None
 
 
-@dataclass(frozen=True, order=True)
-class _Ref:
+class _Ref(NamedTuple):
+    """A reference by unique attributes (a tuple: hashing and sorting millions of them stay in C)."""
+
     type_name: str
     qualified_name: str
     relationship_type: str
@@ -149,6 +150,8 @@ class _Entity:
     qualified_name: str
     attributes: dict[str, Any]
     refs: dict[str, list[_Ref] | _Ref] = field(default_factory=dict)
+    nbytes: int | None = None
+    """An upper bound of its JSON in a body when known already (from its record's text)."""
 
     @property
     def key(self) -> tuple[str, str]:
@@ -701,7 +704,13 @@ def _cut(
         if owner.qualified_name == owner.group and any(k in owner.refs for k in _CHILD_ARRAYS):
             refs = {k: v for k, v in owner.refs.items() if k not in _CHILD_ARRAYS}
             first = _Entity(
-                owner.tier, owner.group, owner.type_name, owner.qualified_name, owner.attributes, refs
+                owner.tier,
+                owner.group,
+                owner.type_name,
+                owner.qualified_name,
+                owner.attributes,
+                refs,
+                owner.nbytes,
             )
             seq = [(first, size(first) if size is not None else 0), *seq[1:], seq[0]]
         for e, n in seq:
@@ -849,13 +858,24 @@ def _decode_ref(raw: list[str], dataset_types: Mapping[str, str]) -> _Ref:
     return _Ref(type_name, qn, rel)
 
 
-def _entity_of(record: dict[str, Any], dataset_types: Mapping[str, str]) -> _Entity:
+_NO_REF = _Ref("", "", "")
+
+
+def _entity_of(record: dict[str, Any], dataset_types: Mapping[str, str], *, decode: bool = True) -> _Entity:
+    """The entity of a record; ``decode=False`` leaves its references empty (enough to cut, not to render).
+
+    A record with ``nbytes`` (the length of its JSON text) gets a size bound without being serialised.
+    """
     refs: dict[str, list[_Ref] | _Ref] = {}
+    count = 0
     for name, value in record["refs"].items():
         if value and isinstance(value[0], str):
-            refs[name] = _decode_ref(value, dataset_types)
+            refs[name] = _decode_ref(value, dataset_types) if decode else _NO_REF
+            count += 1
         else:
-            refs[name] = [_decode_ref(r, dataset_types) for r in value]
+            refs[name] = [_decode_ref(r, dataset_types) for r in value] if decode else []
+            count += len(value)
+    text = record.get("nbytes")
     return _Entity(
         record["tier"],
         record["group"],
@@ -863,6 +883,7 @@ def _entity_of(record: dict[str, Any], dataset_types: Mapping[str, str]) -> _Ent
         record["qualifiedName"],
         record["attributes"],
         refs,
+        text + _ENTITY_BYTES + _REF_BYTES * count if isinstance(text, int) else None,
     )
 
 
@@ -875,19 +896,28 @@ def count_batches(
 ) -> int:
     """How many bodies :func:`batches_from_records` cuts from these records (nothing rendered)."""
     size = _stream_size if max_bytes is not None else None
-    return sum(
-        1 for _ in _cut((_entity_of(r, dataset_types) for r in records), max_entities, size, max_bytes)
-    )
+    entities = (_entity_of(r, dataset_types, decode=False) for r in records)
+    return sum(1 for _ in _cut(entities, max_entities, size, max_bytes))
 
 
 def _stream_size(e: _Entity) -> int:
-    """Bytes of an entity's JSON in a body, every reference counted with a placeholder guid (upper bound)."""
-    refs = sum(len(v) if isinstance(v, list) else 1 for v in e.refs.values())
-    return len(json.dumps(_render(e, "-1", {}), separators=(",", ":"))) + 2 + _GUID_BYTES * (refs + 1)
+    """About the bytes of an entity's JSON in a body, without rendering it (every reference counted with
+    a placeholder guid and its keys: an upper bound for ASCII names)."""
+    if e.nbytes is not None:
+        return e.nbytes
+    size = _ENTITY_BYTES + len(e.type_name) + len(json.dumps(e.attributes, separators=(",", ":")))
+    for name, value in e.refs.items():
+        size += len(name) + 6
+        for r in value if isinstance(value, list) else (value,):
+            size += _REF_BYTES + len(r.type_name) + len(r.qualified_name) + len(r.relationship_type)
+    return size
 
 
-_GUID_BYTES = 22
-"""Room for ``,"guid":"-1234567890"``: a placeholder guid a reference carries within its body."""
+_ENTITY_BYTES = 96
+"""``{"typeName":"","guid":"-1234567890","attributes":,"relationshipAttributes":{}}`` and a comma."""
+_REF_BYTES = 96
+"""``{"typeName":"","uniqueAttributes":{"qualifiedName":""},"relationshipType":"","guid":"-1234567890"}``
+and a comma."""
 
 
 def batches_from_records(

@@ -379,7 +379,7 @@ def deliver(
     t0 = time.perf_counter()
     last_log = time.monotonic()
     for index, batch in enumerate(batches, start=1):
-        digest = batch_hash(batch)
+        digest = batch_hash(batch) if state is not None else ""  # no record kept: no hash needed
         digests.append(digest)
         count = _batch_entity_count(batch)
         stats.entities += count

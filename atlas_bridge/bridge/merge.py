@@ -39,6 +39,7 @@ class EntityCollector:
         self._fhs: list[io.TextIOWrapper] | None = [open(p, "w", encoding="utf-8") for p in self._spill]  # noqa: SIM115
         self._spilled = 0
         self._dataset_order: list[tuple[bool, str]] | None = None
+        self._nbytes: dict[tuple[bool, str], int] = {}  # JSON size of each dataset record, once computed
 
     def add(self, records: Mapping[str, Any]) -> None:
         """Fold one unit's records (see :func:`extract_partition`)."""
@@ -150,7 +151,7 @@ class EntityCollector:
                 refs = {"table": [types[group], group, REL_COLUMNS]}
             elif key[1] in self._defined:
                 refs = {"columns": owned.get(key[1], [])}
-            yield {
+            record = {
                 "tier": 1,
                 "group": group,
                 "typeName": type_name,
@@ -158,10 +159,17 @@ class EntityCollector:
                 "attributes": attrs,
                 "refs": refs,
             }
+            nbytes = self._nbytes.get(key)
+            if nbytes is None:  # once per dataset: each later pass (count, then send) reuses it
+                nbytes = self._nbytes[key] = len(json.dumps(record, separators=(",", ":")))
+            record["nbytes"] = nbytes
+            yield record
         for path in self._spill:
             with open(path, encoding="utf-8") as fh:
                 for line in fh:
-                    yield json.loads(line)
+                    record = json.loads(line)
+                    record["nbytes"] = len(line)  # the text's size bounds the entity's (see convert)
+                    yield record
 
     def dataset_types(self) -> dict[str, str]:
         """Final typeName of every dataset, by qualifiedName."""
