@@ -186,6 +186,11 @@ def extract_partition(
         records["loose_relations"] = sorted(
             hashlib.blake2b("\x1f".join(k).encode("utf-8"), digest_size=8).hexdigest() for k in loose
         )
+        # The process tier is final: serialised here, in parallel, as the driver's spill lines.
+        records["process_lines"] = [
+            [rec["group"], json.dumps(rec, separators=(",", ":"), ensure_ascii=False)]
+            for rec in records.pop("processes")
+        ]
         records["process_ids"] = [p.id for p in lineage.processes]
         records["kinds"] = {d.id: d.kind.value for d in lineage.datasets}
         yield "unit", json.dumps(records, separators=(",", ":"), ensure_ascii=False)

@@ -62,15 +62,21 @@ class EntityCollector:
                 merged = {"typeName": old[0], "attributes": old[2]}
                 merge_entity_record(merged, rec)
                 old[0] = merged["typeName"]
-        procs = records["processes"]
-        groups = {rec["group"] for rec in procs}
+        # Process-tier records come as spill lines already (executors serialise them), or as records.
+        lines = records.get("process_lines")
+        if lines is None:
+            lines = [
+                [rec["group"], json.dumps(rec, separators=(",", ":"), ensure_ascii=False)]
+                for rec in records["processes"]
+            ]
+        groups = {group for group, _ in lines}
         seen = groups & self._groups
         self._groups |= groups
-        for rec in procs:
-            if rec["group"] in seen:
+        fh = self._fhs[0]
+        for group, line in lines:
+            if group in seen:
                 continue
-            fh = self._fhs[0]
-            fh.write(json.dumps(rec, separators=(",", ":"), ensure_ascii=False) + "\n")
+            fh.write(line + "\n")
             self._spilled += 1
         for ds_id, kind in records.get("kinds", {}).items():
             old_kind = self._kinds.get(ds_id)
