@@ -271,6 +271,7 @@ class StatementContext:
         self.problems: list[Problem] = []
         self.dialect = state.dialect
         self._lateral_ok = type(state.dialect).__name__.lower() in LATERAL_ALIAS_DIALECTS
+        self._implicit_recursion = type(state.dialect).__name__.lower() in IMPLICIT_RECURSION_DIALECTS
         self.query_hash = query_hash(self.sql)
         self.key = _statement_key(state, self.query_hash)
         self.process_id: str | None = None
@@ -514,7 +515,7 @@ class StatementContext:
             for c in col_names:
                 ds.column(c)
             visible = dict(out)
-            if recursive:
+            if recursive or (self._implicit_recursion and _refers_to_itself(cte.this, name)):
                 visible[name.lower()] = cte_qr
 
             def first(
@@ -671,6 +672,7 @@ class StatementContext:
                         )
                     continue
                 if ref.window or ref.clause is not None:
+                    is_agg = is_agg or (ref.window and ref.agg)  # a window key over grouped aggregates
                     clause = ref.clause or ClauseType.WINDOW
                     self.graph.add(FDR, ref.key, (ds.id, col), clause_type=clause, span=ref.span)
                     continue
@@ -1033,7 +1035,7 @@ class StatementContext:
                 if isinstance(node, exp.Count) and _counts_rows(node):
                     out.append(Ref(("", ""), count_star=True, window=window, func="COUNT"))
                     continue
-                agg, func = (not window) or agg, node.sql_name()
+                agg, func = True, node.sql_name()  # also in window keys: OVER (ORDER BY SUM(v)) ranks groups
             elif isinstance(node, exp.Func):
                 func = node.name if isinstance(node, exp.Anonymous) else node.sql_name()
             elif isinstance(node, exp.Filter):
@@ -1247,9 +1249,19 @@ def _same_set_operation(a: exp.SetOperation, b: exp.SetOperation) -> bool:
     return type(a) is type(b) and bool(a.args.get("distinct")) == bool(b.args.get("distinct"))
 
 
+def _refers_to_itself(body: exp.Expr, name: str) -> bool:
+    """A CTE body that is a set operation naming the CTE as an unqualified table: a recursive CTE in the
+    dialects where ``RECURSIVE`` is not written (T-SQL, Oracle) or optional (Snowflake, SQLite)."""
+    if not isinstance(body, exp.SetOperation):
+        return False
+    low = name.lower()
+    return any(not t.db and t.name.lower() == low for t in body.find_all(exp.Table))
+
+
 def _counts_rows(count: exp.Count) -> bool:
-    """COUNT(*) / COUNT(): counts rows, fed by PseudoRows rather than by a column."""
-    return count.this is None or isinstance(count.this, exp.Star)
+    """COUNT(*) / COUNT() / COUNT(1): counts rows, fed by PseudoRows rather than by a column (a non-null
+    literal is never skipped, so ``COUNT(1)`` and ``COUNT('x')`` count every row as ``COUNT(*)`` does)."""
+    return count.this is None or isinstance(count.this, (exp.Star, exp.Literal))
 
 
 def _qualifier(col: exp.Column) -> list[str]:
@@ -1261,6 +1273,10 @@ LATERAL_ALIAS_DIALECTS = frozenset(
     {"snowflake", "databricks", "spark", "redshift", "teradata", "duckdb", "clickhouse"}
 )
 """Dialects whose select items may name an earlier item's alias (ANSI, PostgreSQL, BigQuery... may not)."""
+
+IMPLICIT_RECURSION_DIALECTS = frozenset({"tsql", "fabric", "oracle", "snowflake", "sqlite"})
+"""Dialects where a CTE that names itself is recursive without ``WITH RECURSIVE`` (elsewhere the name is a
+table: PostgreSQL's ``WITH u AS (SELECT ... FROM u)`` reads the table u)."""
 
 
 class _SelectListAliases(Mapping[str, list["Ref"]]):
