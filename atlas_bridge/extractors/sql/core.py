@@ -1086,9 +1086,10 @@ class StatementContext:
             for ref in own:
                 ref.window = ref.window or ref.count_star  # COUNT(*) OVER: no grouped aggregate
             out.extend(own)
-        for p in node.args.get("partition_by") or []:
+        named = _named_window(node)
+        for p in node.args.get("partition_by") or named.args.get("partition_by") or []:
             self._collect(p, scope, out, lateral=lateral, window=True, bound=bound)
-        order = node.args.get("order")
+        order = node.args.get("order") or named.args.get("order")
         if order is not None:
             self._collect(order, scope, out, lateral=lateral, window=True, bound=bound)
 
@@ -1247,6 +1248,18 @@ _NAVIGATION: tuple[type[exp.Expr], ...] = tuple(
 
 def _same_set_operation(a: exp.SetOperation, b: exp.SetOperation) -> bool:
     return type(a) is type(b) and bool(a.args.get("distinct")) == bool(b.args.get("distinct"))
+
+
+def _named_window(node: exp.Window) -> exp.Window:
+    """``OVER w`` with ``WINDOW w AS (...)``: the named definition (else the node itself)."""
+    name = node.args.get("alias")
+    select = node.find_ancestor(exp.Select)
+    if not isinstance(name, exp.Identifier) or select is None:
+        return node
+    for spec in select.args.get("windows") or []:
+        if isinstance(spec, exp.Window) and spec.this.name.lower() == name.name.lower():
+            return spec
+    return node
 
 
 def _refers_to_itself(body: exp.Expr, name: str) -> bool:

@@ -240,11 +240,17 @@ def _foreign_key_edges(
 
 @handler(exp.Alter)
 def handle_alter(stmt: exp.Expr, ctx: StatementContext) -> None:
-    """ALTER TABLE: SET LOCATION (path -> table), ADD [CONSTRAINT] FOREIGN KEY; RENAME / SWAP in core."""
+    """ALTER TABLE: SET LOCATION (path -> table), ADD [CONSTRAINT] FOREIGN KEY; RENAME / SWAP in core;
+    ALTER VIEW ... AS SELECT: the view's new definition."""
     assert isinstance(stmt, exp.Alter)
     table = stmt.this
     actions = list(stmt.args.get("actions") or [])
     if not isinstance(table, exp.Table):
+        return
+    query = next((a for a in actions if isinstance(a, exp.Query)), None)
+    if str(stmt.args.get("kind") or "").upper() == "VIEW" and query is not None:
+        # ALTER VIEW v AS SELECT ... (MySQL, Hive, Spark) redefines the view as CREATE OR REPLACE VIEW does
+        statements.handle_create(exp.Create(this=table, kind="VIEW", expression=query, replace=True), ctx)
         return
     name = statements._display(table)
     handled = False
