@@ -968,7 +968,8 @@ class StatementContext:
                         function=fname,
                     )
 
-        for c in alias_cols or ([alias] if alias and isinstance(func, exp.Unnest) else []):
+        # without a column list the alias also names the single column (``FROM generate_series(...) AS d``)
+        for c in alias_cols or ([alias] if alias else []):
             feed(qr.add_output(c))
         if not alias_cols:
 
