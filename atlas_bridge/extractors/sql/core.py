@@ -843,6 +843,87 @@ class StatementContext:
     # -- FROM -----------------------------------------------------------------------------------------
 
     def _add_source(self, scope: Scope, item: exp.Expr) -> None:
+        self._add_plain_source(scope, item)
+        for pivot in item.args.get("pivots") or []:
+            if isinstance(pivot, exp.Pivot) and scope.sources:
+                scope.sources[-1] = self._pivot(scope.sources[-1], pivot)
+
+    def _pivot(self, base: Source, pivot: exp.Pivot) -> Source:
+        """``PIVOT (agg FOR col IN (...))``: each pivoted column is the aggregate's data, restricted by the
+        FOR column and grouped by the other columns (passed through); ``UNPIVOT (v FOR name IN (c1, c2))``:
+        v is the data of c1, c2..., name holds their names (no data), the other columns pass through."""
+        ds = self.numbered_resultset("PIVOT", "pivot_table", pivot.alias or base.alias or None)
+        qr = QueryResult(ds)
+        own = Scope(None, {})
+        own.sources.append(base)
+        field = (pivot.args.get("fields") or [None])[0]
+        for_col = field.this if isinstance(field, exp.In) else None
+        items = list(field.expressions) if isinstance(field, exp.In) else []
+        used: set[str] = set()
+
+        def refs_of(node: exp.Expr | None, agg: bool = False) -> list[Ref]:
+            out: list[Ref] = []
+            if node is not None:
+                self._collect(node, own, out, agg=agg)
+            for col in node.find_all(exp.Column) if node is not None else []:
+                used.add(col.name.lower())
+            return out
+
+        def columns_of(node: exp.Expr) -> list[exp.Expr]:
+            node = node.this if isinstance(node, (exp.PivotAlias, exp.Alias)) else node
+            return list(node.expressions) if isinstance(node, exp.Tuple) else [node]
+
+        if pivot.args.get("unpivot"):
+            values = [c.name for e in pivot.expressions for c in columns_of(e)]
+            per_item = [columns_of(i) for i in items]
+            name_col = None
+            if isinstance(for_col, (exp.Column, exp.Identifier)):
+                name_col = qr.add_output(for_col.name)
+            data: list[tuple[str, list[Ref]]] = []
+            for n, value in enumerate(values):
+                refs = [r for cols in per_item if n < len(cols) for r in refs_of(cols[n])]
+                data.append((qr.add_output(value), refs))
+            used.update(v.lower() for v in values)
+            if name_col is not None:
+                used.add(name_col.lower())
+            group: list[Ref] = []
+        else:
+            measures = [r for e in pivot.expressions for r in refs_of(e, agg=True)]
+            keys = refs_of(for_col)
+            names = [c.name for c in pivot.args.get("columns") or []]
+            names = names or [i.alias_or_name for i in items]
+            data = [(qr.add_output(n), measures) for n in names]
+            group = keys
+        for col, refs in data:
+            for ref in refs:
+                effect = Effect.AGGREGATION if ref.agg else Effect.EXACT_COPY
+                self.graph.add(FDD, ref.key, (ds.id, col), effect=effect)
+            for ref in group:
+                self.graph.add(FDR, ref.key, (ds.id, col), clause_type=ClauseType.GROUP_BY)
+
+        def passed(name: str, span: Span | None) -> str | None:
+            """A column neither pivoted nor aggregated: passed through, and (PIVOT) a grouping key."""
+            if name.lower() in used or base.has(name) is False:
+                return None
+            key = base.column(name, span, force=True)
+            if key is None:
+                return None
+            col = ds.column(name)
+            self.graph.add(FDD, key, (ds.id, col), effect=Effect.EXACT_COPY)
+            if not pivot.args.get("unpivot"):
+                for out, _ in data:
+                    self.graph.add(FDR, key, (ds.id, out), clause_type=ClauseType.GROUP_BY)
+            return col
+
+        through = [passed(n, None) or n for n in base.column_list() or [] if n.lower() not in used]
+        qr.columns = through + qr.columns  # the passed-through columns come first
+        qr._index = {c.lower(): c for c in qr.columns}
+        if base.column_list() is None:
+            qr.extra = passed
+        alias = (pivot.alias or base.alias).lower()
+        return Source(alias=alias, ds=ds, names=(*base.names, alias), query=qr)
+
+    def _add_plain_source(self, scope: Scope, item: exp.Expr) -> None:
         self.check()
         alias_expr = item.args.get("alias")
         alias = item.alias if isinstance(alias_expr, exp.TableAlias) else ""
