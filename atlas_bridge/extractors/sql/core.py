@@ -749,6 +749,11 @@ class StatementContext:
                         refs.extend(aliases.get(proj_name.lower(), []))
                     continue
                 self._collect(g, scope, refs, lateral=aliases, filter_context=True)
+            if group.args.get("all"):  # GROUP BY ALL: by every select item that is no aggregate
+                grouped = True
+                for name in qr.columns:
+                    if name not in agg_cols:
+                        refs.extend(r for r in aliases.get(name.lower(), []) if not r.window)
             restrict([r for r in refs if not r.agg], ClauseType.GROUP_BY, True)
         having = sel.args.get("having")
         if having is not None:

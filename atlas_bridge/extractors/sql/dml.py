@@ -11,13 +11,16 @@ data: they produce neither an edge nor a problem (DELETE's WHERE picks rows to d
 from __future__ import annotations
 
 import dataclasses
+import re
 
 from sqlglot import exp
+from sqlglot.errors import SqlglotError
 
 from atlas_bridge.extractors.sql import statements
 from atlas_bridge.extractors.sql.builder import DatasetBuilder
 from atlas_bridge.extractors.sql.core import QueryResult, Ref, Scope, Source, StatementContext, UnsupportedSQL
-from atlas_bridge.extractors.sql.registry import handler
+from atlas_bridge.extractors.sql.registry import find_handler, handler
+from atlas_bridge.extractors.sql.split import _shift
 from atlas_bridge.model import ClauseType, Effect, RelationType
 
 FDD = RelationType.FDD
@@ -360,6 +363,33 @@ def _merge_insert(
         ctx._collect(val, scope, refs)
         _feed(ctx, refs, (rs.id, col), val, scope)
     return written
+
+
+# ---------------------------------------------------------------------------------------------------------
+# MySQL REPLACE
+
+_REPLACE = re.compile(r"\s*REPLACE(?=\s+(?:(?:LOW_PRIORITY|DELAYED)\s+)?INTO\b)", re.IGNORECASE)
+
+
+def replace_command(ctx: StatementContext) -> bool:
+    """MySQL ``REPLACE INTO t ...`` (sqlglot keeps it as text) inserts after deleting the rows with the same
+    key: an INSERT's lineage. Parsed again as ``INSERT`` (same length, so positions stay); True when done."""
+    match = _REPLACE.match(ctx.sql)
+    if match is None:
+        return False
+    text = ctx.sql[: match.end() - len("REPLACE")] + "INSERT " + ctx.sql[match.end() :]
+    try:
+        tokens = ctx.dialect.tokenize(text)
+        _shift(tokens, ctx.start, *ctx.state.lines.position(ctx.start))
+        parsed = ctx.dialect.parser().parse(tokens, ctx.state.text)
+    except SqlglotError:
+        return False
+    stmt = parsed[0] if parsed else None
+    fn = find_handler(stmt) if isinstance(stmt, exp.Insert) else None
+    if stmt is None or fn is None:
+        return False
+    fn(stmt, ctx)
+    return True
 
 
 # ---------------------------------------------------------------------------------------------------------
