@@ -879,10 +879,13 @@ class StatementContext:
             return list(node.expressions) if isinstance(node, exp.Tuple) else [node]
 
         if pivot.args.get("unpivot"):
-            values = [c.name for e in pivot.expressions for c in columns_of(e)]
+            values = [
+                c.name or f"value{i + 1}"
+                for i, c in enumerate(c for e in pivot.expressions for c in columns_of(e))
+            ]
             per_item = [columns_of(i) for i in items]
             name_col = None
-            if isinstance(for_col, (exp.Column, exp.Identifier)):
+            if isinstance(for_col, (exp.Column, exp.Identifier)) and for_col.name:
                 name_col = qr.add_output(for_col.name)
             data: list[tuple[str, list[Ref]]] = []
             for n, value in enumerate(values):
@@ -893,12 +896,19 @@ class StatementContext:
                 used.add(name_col.lower())
             group: list[Ref] = []
         else:
-            measures = [r for e in pivot.expressions for r in refs_of(e, agg=True)]
-            keys = refs_of(for_col)
+            per_agg = [(e.alias.lower(), refs_of(e, agg=True)) for e in pivot.expressions]
+            every = [r for _, refs in per_agg for r in refs]
+
+            def measures(name: str) -> list[Ref]:
+                """Several aggregates: a column named ``<value>_<alias>`` (or the reverse) is its alias's."""
+                low = name.lower()
+                hits = [r for a, r in per_agg if a and (low.endswith(f"_{a}") or low.startswith(f"{a}_"))]
+                return hits[0] if len(per_agg) > 1 and len(hits) == 1 else every
+
             names = [c.name for c in pivot.args.get("columns") or []]
             names = names or [i.alias_or_name for i in items]
-            data = [(qr.add_output(n), measures) for n in names]
-            group = keys
+            data = [(qr.add_output(n), measures(n)) for n in names if n]
+            group = refs_of(for_col)
         for col, refs in data:
             for ref in refs:
                 effect = Effect.AGGREGATION if ref.agg else Effect.EXACT_COPY
