@@ -44,7 +44,10 @@ from collections.abc import Mapping
 from typing import Any
 
 from sqlglot import exp
+from sqlglot.dialects.athena import Athena
 from sqlglot.dialects.dialect import Dialect
+from sqlglot.dialects.presto import Presto
+from sqlglot.dialects.trino import Trino
 from sqlglot.dialects.tsql import TSQL
 from sqlglot.errors import ErrorLevel, ParseError
 from sqlglot.parser import Parser
@@ -163,6 +166,8 @@ def extract_sql_lineage(
     ['s.x -> fdd -> t.a', 's.y -> fdr -> t.PseudoRows']
     """
     d = resolve_dialect(dialect)
+    if type(d) in (Trino, Presto) and "`" in sql:
+        d = Athena()  # Athena's Hive DDL (backquoted names) written as Trino/Presto: Athena reads both
     state = ScriptState(
         schema=SchemaIndex(schema, default_db),
         dialect=d,
@@ -196,9 +201,8 @@ _SURROGATE = re.compile("[\ud800-\udfff]")
 def _chunks(state: ScriptState, sql: str, d: Dialect) -> list[StatementChunk]:
     """The script's statements; a failure of the procedural re-grouping costs the grouping, not the script."""
     chunks = split_statements(sql, d)
-    if isinstance(d, TSQL):
-        for chunk in chunks:
-            chunk.tokens = resplit.compound_assignments(chunk.tokens)
+    for chunk in chunks:
+        chunk.tokens = resplit.prepare_tokens(chunk.tokens, d)
     try:
         return regroup_chunks(chunks, state)
     except Exception as e:  # a bug of ours: analyse the statements one by one instead

@@ -8,6 +8,8 @@
   analysed alone at its own file position; the one that still does not parse is reported, the others give
   lineage. Control-flow heads left alone (``IF cond``, ``ELSE``, ``BEGIN``, ``END``) are dropped: no data
   moves there.
+- Teradata column attributes after an expression (``a (TITLE 'x')``, ``b (NAMED c)``):
+  :func:`teradata_attributes` drops them (``NAMED`` becomes an alias).
 - T-SQL compound assignments (``SET @x += 1``, ``UPDATE t SET c *= 2``) become ``x = x + (1)``:
   :func:`compound_assignments` rewrites the tokens (sqlglot has no such operators), keeping file positions.
 """
@@ -16,6 +18,9 @@ from __future__ import annotations
 
 import itertools
 
+from sqlglot.dialects.dialect import Dialect
+from sqlglot.dialects.teradata import Teradata
+from sqlglot.dialects.tsql import TSQL
 from sqlglot.tokens import Token, TokenType  # type: ignore[attr-defined]
 
 from atlas_bridge.extractors.sql.split import StatementChunk
@@ -105,7 +110,7 @@ def statement_pieces(chunk: StatementChunk) -> list[StatementChunk]:
         cut = False
         if w in _STRONG and prev not in _CONTINUES_AFTER:
             continuing = (
-                (head == "ALTER" and w in ("DROP", "ALTER"))
+                (head == "ALTER" and w in ("DROP", "ALTER") and not _object_follows(toks, i))
                 or (head == "MERGE" and w in ("INSERT", "UPDATE", "DELETE"))
                 or (head == "WITH" and not query_seen and w in ("INSERT", "UPDATE", "DELETE", "MERGE"))
                 or (head == "INSERT" and not query_seen and w in ("EXEC", "EXECUTE"))
@@ -136,6 +141,17 @@ def statement_pieces(chunk: StatementChunk) -> list[StatementChunk]:
             StatementChunk(index=chunk.index, start=part[0].start, end=part[-1].end + 1, tokens=part)
         )
     return pieces
+
+
+def _object_follows(toks: list[Token], i: int) -> bool:
+    """``DROP TABLE`` / ``ALTER VIEW`` (a statement), not ``ALTER TABLE t DROP COLUMN a`` (a clause)."""
+    return i + 1 < len(toks) and _word(toks[i + 1]) in _OBJECTS
+
+
+_OBJECTS = frozenset(
+    {"TABLE", "VIEW", "PROCEDURE", "PROC", "FUNCTION", "TRIGGER", "SCHEMA", "DATABASE", "SEQUENCE", "INDEX"}
+    | {"SYNONYM", "TYPE", "USER", "ROLE", "LOGIN"}
+)
 
 
 def _control_only(part: list[Token]) -> bool:
@@ -212,3 +228,73 @@ def compound_assignments(toks: list[Token]) -> list[Token]:
 def _like(kind: TokenType, text: str, at: Token) -> Token:
     """A new token of ``kind`` placed where ``at`` is."""
     return Token(kind, text, line=at.line, col=at.col, start=at.start, end=at.end, comments=[])
+
+
+def prepare_tokens(toks: list[Token], dialect: Dialect) -> list[Token]:
+    """A statement's tokens with the dialect's constructs sqlglot cannot parse rewritten (see the module)."""
+    if isinstance(dialect, TSQL):
+        return compound_assignments(toks)
+    if isinstance(dialect, Teradata):
+        return teradata_attributes(toks)
+    return toks
+
+
+_ATTRIBUTE_WORDS = frozenset({"TITLE", "NAMED", "FORMAT", "UPPERCASE", "CASESPECIFIC", "CS", "NOT"})
+_MAX_ATTRIBUTES = 16
+"""Tokens a Teradata attribute list may hold: the look-ahead from each ``(`` stays bounded."""
+
+
+def teradata_attributes(toks: list[Token]) -> list[Token]:
+    """Teradata's column attributes after an expression, ``a (TITLE 'x')``, ``b (NAMED c, FORMAT '9')``:
+    dropped, a ``NAMED`` name becoming an ``AS`` alias (sqlglot reads ``(FORMAT '...')`` alone, but names
+    the column after it). Only lists with nothing but attributes in them are touched."""
+    out: list[Token] = []
+    i, n = 0, len(toks)
+    while i < n:
+        tok = toks[i]
+        got = _attribute_list(toks, i) if tok.token_type is TokenType.L_PAREN and i else None
+        if got is None:
+            out.append(tok)
+            i += 1
+            continue
+        end, alias = got
+        if alias is not None:
+            out.append(_like(TokenType.ALIAS, "AS", tok))
+            out.append(alias)
+        i = end + 1
+    return out
+
+
+def _attribute_list(toks: list[Token], i: int) -> tuple[int, Token | None] | None:
+    """(index of the closing parenthesis, the NAMED name) of an attribute list opening at ``i``, or None."""
+    if toks[i - 1].token_type not in _EXPRESSION_END:
+        return None
+    named: Token | None = None
+    j = i + 1
+    limit = min(len(toks), i + _MAX_ATTRIBUTES)
+    while j < limit:
+        w = _word(toks[j])
+        if w in ("TITLE", "FORMAT") and j + 1 < limit and toks[j + 1].token_type is TokenType.STRING:
+            j += 2
+        elif w == "NAMED" and j + 1 < limit and toks[j + 1].token_type in _NAMES:
+            named = toks[j + 1]
+            j += 2
+        elif w in ("UPPERCASE", "CASESPECIFIC", "CS"):
+            j += 1
+        elif w == "NOT" and j + 1 < limit and _word(toks[j + 1]) in ("CASESPECIFIC", "CS"):
+            j += 2
+        else:
+            return None
+        if j < limit and toks[j].token_type is TokenType.R_PAREN:
+            return j, named
+        if j >= limit or toks[j].token_type is not TokenType.COMMA:
+            return None
+        j += 1
+    return None
+
+
+_NAMES = frozenset({TokenType.VAR, TokenType.IDENTIFIER, TokenType.STRING})
+_EXPRESSION_END = frozenset(
+    {TokenType.VAR, TokenType.IDENTIFIER, TokenType.R_PAREN, TokenType.NUMBER, TokenType.STRING}
+    | {TokenType.STAR}
+)
