@@ -19,6 +19,9 @@ Modules:
   claiming a statement before it is parsed, post-handler hooks).
 - :mod:`.statements` - core handlers: queries, CREATE VIEW / TABLE [AS SELECT], INSERT [OVERWRITE].
 - :mod:`.sqlglot_fixes` - linear replacements for sqlglot regexes that bad input makes quadratic.
+- :mod:`.resplit` - token rewrites before parsing (T-SQL ``+=``, Teradata attribute lists) and the cutting
+  of a T-SQL statement that does not parse whole into the statements it holds (no semicolons between them).
+- :mod:`.partitions` - EXCHANGE PARTITION, UNLOAD, Vertica's partition-moving functions.
 
 Adding a statement handler (e.g. MERGE, UPDATE, LOAD DATA, procedures):
 
