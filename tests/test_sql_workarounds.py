@@ -48,6 +48,8 @@ def _pieces(sql: str, dialect: str = "tsql") -> list[str]:
             "WITH c AS (SELECT 1 AS x) INSERT INTO t SELECT x FROM c\nSELECT 2",
             ["WITH c AS (SELECT 1 AS x) INSERT INTO t SELECT x FROM c", "SELECT 2"],
         ),
+        ("GRANT SELECT, INSERT ON t TO u", []),
+        ("DECLARE c CURSOR FOR SELECT a FROM t FOR UPDATE", []),
         (
             "SELECT a FROM t WITH (NOLOCK)\nIF @x > 0\nDELETE FROM t",
             ["SELECT a FROM t WITH (NOLOCK)", "DELETE FROM t"],

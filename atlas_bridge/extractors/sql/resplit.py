@@ -47,6 +47,7 @@ _STRONG = frozenset(
 T-SQL, so never a bare column name)."""
 _CONTINUES_AFTER = frozenset(
     {"ON", "FOR", "OF", "AFTER", "INSTEAD", "THEN", "NOT", ",", "(", ".", "BY", "ELSE", "ROWS", "ROW"}
+    | {"GRANT", "REVOKE", "DENY"}
 )
 """A start word right after one of these is part of the statement (``ON DELETE``, ``FOR UPDATE``...)."""
 _SET_OPERATORS = frozenset({"UNION", "ALL", "EXCEPT", "INTERSECT", "MINUS", "DISTINCT"})
@@ -81,6 +82,16 @@ def _word(tok: Token) -> str:
         if tok.token_type is TokenType.L_PAREN
         else str(tok.text).upper()
     )
+
+
+def token_statements(toks: list[Token], dialect: Dialect) -> list[list[Token]]:
+    """The statements of a T-SQL procedure body part (semicolons between them are optional there too);
+    other dialects' parts are one statement."""
+    if not toks or not isinstance(dialect, TSQL):
+        return [toks]
+    chunk = StatementChunk(index=0, start=toks[0].start, end=toks[-1].end + 1, tokens=toks)
+    pieces = statement_pieces(chunk)
+    return [p.tokens for p in pieces] if pieces else [toks]
 
 
 def statement_pieces(chunk: StatementChunk) -> list[StatementChunk]:
@@ -214,6 +225,10 @@ def compound_assignments(toks: list[Token]) -> list[Token]:
             ):
                 break
             j += 1
+        if j == i + 2:  # no value: leave the tokens for the parser to report
+            out.append(tok)
+            i += 1
+            continue
         at = toks[i + 1]
         out.append(toks[i + 1])
         out.extend(_like(t.token_type, str(t.text), at) for t in target)
