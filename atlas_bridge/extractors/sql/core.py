@@ -1015,6 +1015,9 @@ class StatementContext:
         if isinstance(item, (exp.Unnest, exp.Func)):
             self._function_source(scope, item, alias, alias_cols)
             return
+        if isinstance(item, exp.TableFromRows) and isinstance(item.this, exp.Func):
+            self._function_source(scope, item.this, alias, alias_cols)  # Snowflake TABLE(generator(...))
+            return
         msg = f"unsupported FROM item {item.key.upper()}"
         raise UnsupportedSQL(msg)
 
