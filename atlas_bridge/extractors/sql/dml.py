@@ -20,7 +20,7 @@ from atlas_bridge.extractors.sql import statements
 from atlas_bridge.extractors.sql.builder import DatasetBuilder
 from atlas_bridge.extractors.sql.core import QueryResult, Ref, Scope, Source, StatementContext, UnsupportedSQL
 from atlas_bridge.extractors.sql.registry import find_handler, handler
-from atlas_bridge.extractors.sql.split import _shift
+from atlas_bridge.extractors.sql.split import shift_tokens
 from atlas_bridge.model import ClauseType, Effect, RelationType
 
 FDD = RelationType.FDD
@@ -380,7 +380,7 @@ def replace_command(ctx: StatementContext) -> bool:
     text = ctx.sql[: match.end() - len("REPLACE")] + "INSERT " + ctx.sql[match.end() :]
     try:
         tokens = ctx.dialect.tokenize(text)
-        _shift(tokens, ctx.start, *ctx.state.lines.position(ctx.start))
+        shift_tokens(tokens, ctx.start, *ctx.state.lines.position(ctx.start))
         parsed = ctx.dialect.parser().parse(tokens, ctx.state.text)
     except SqlglotError:
         return False
