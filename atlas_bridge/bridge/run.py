@@ -12,7 +12,14 @@ from typing import TYPE_CHECKING, Any
 
 from atlas_bridge.bridge.deliver import Delivery, DeliveryStats, SentState, check_resume_state, deliver
 from atlas_bridge.bridge.inputs import discover_inputs, plan_units
-from atlas_bridge.bridge.job import ExtractStats, extract_entities, running_session, spark_session
+from atlas_bridge.bridge.job import (
+    ExtractStats,
+    SchemaStats,
+    extract_entities,
+    learn_schema_job,
+    running_session,
+    spark_session,
+)
 from atlas_bridge.bridge.merge import EntityCollector
 from atlas_bridge.bridge.prune import (
     Produced,
@@ -25,6 +32,7 @@ from atlas_bridge.bridge.prune import (
 from atlas_bridge.bridge.prune import prune as prune_entities
 from atlas_bridge.bridge.summary import ScanSummary
 from atlas_bridge.bridge.types import Progress, ScanOptions
+from atlas_bridge.extractors.sql.schema import LearnedTable
 from atlas_bridge.model import Severity
 
 if TYPE_CHECKING:
@@ -90,6 +98,12 @@ def scan(
         try:
             remote = not (session.sparkContext.master or "local").startswith("local")
             units = plan_units(files, options, ship_content=remote)
+            learned: list[LearnedTable] = []
+            schema_stats = SchemaStats()
+            if options.learn_schema:
+                t0 = time.perf_counter()
+                learned, schema_stats = learn_schema_job(session, units, options, partitions=partitions)
+                timings["schema"] = time.perf_counter() - t0
             stats = extract_entities(
                 session,
                 units,
@@ -98,7 +112,9 @@ def scan(
                 namespace=namespace,
                 partitions=partitions,
                 progress=progress,
+                learned=learned,
             )
+            stats.schema = schema_stats
         finally:
             if own_session:
                 session.stop()

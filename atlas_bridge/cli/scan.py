@@ -44,6 +44,13 @@ def register(group: click.Group) -> None:
 )
 @click.option("--default-db", default=None, help="Database of unqualified table names.")
 @click.option(
+    "--learn-schema/--no-learn-schema",
+    default=True,
+    show_default=True,
+    help="First learn the columns of the tables and views the inputs' own CREATE statements (and SQLFlow "
+    "exports) define, in any order across files; --schema wins for the tables it names.",
+)
+@click.option(
     "--include", multiple=True, metavar="GLOB", help="Only files matching (path or name); repeatable."
 )
 @click.option("--exclude", multiple=True, metavar="GLOB", help="Leave out files matching; repeatable.")
@@ -116,6 +123,7 @@ def scan_command(
     dialect: str | None,
     schema_file: Path | None,
     default_db: str | None,
+    learn_schema: bool,
     include: tuple[str, ...],
     exclude: tuple[str, ...],
     to: str | None,
@@ -151,6 +159,7 @@ def scan_command(
             schema=_load_schema(schema_file, paths),
             default_db=default_db,
             query_field=query_field,
+            learn_schema=learn_schema,
         )
     except ConfigError as e:
         raise click.UsageError(str(e)) from e

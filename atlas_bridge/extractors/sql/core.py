@@ -456,7 +456,20 @@ class StatementContext:
                 effect_type=self.effect_type,
                 process_id=self.process_id,
             )
+        if target.kind in (DatasetKind.TABLE, DatasetKind.VIEW):
+            self._type_columns(target, written)
         return written
+
+    def _type_columns(self, target: DatasetBuilder, written: list[str]) -> None:
+        """The schema's (or DDL's) types onto the target columns written (the Atlas column's ``type``)."""
+        known = self.state.schema.columns(target.catalog, target.db, target.name)
+        if not known:
+            return
+        types = {c.lower(): t for c, t in known if t}
+        for name in written:
+            col = target.columns.get(name.lower())
+            if col is not None and col.data_type is None and name.lower() in types:
+                col.data_type = types[name.lower()]
 
     # -- queries --------------------------------------------------------------------------------------
 

@@ -130,6 +130,8 @@ def handle_create(stmt: exp.Expr, ctx: StatementContext) -> None:
         defs = _column_defs(stmt.this, None, ctx.dialect)
         types = {c.lower(): t for c, t in defs}
         state.schema.add(table.catalog or None, db, table.name, [(c, types.get(c.lower())) for c in written])
+    else:
+        state.schema.unresolved(table.catalog or None, db, table.name)
 
 
 @handler(exp.Insert)
