@@ -138,8 +138,9 @@ def session(request: pytest.FixtureRequest) -> object:
 
 
 @pytest.mark.spark
-def test_scan_learns_the_schema_on_spark_and_types_reach_the_column_entities(
-    session: object, tmp_path: Path
+@pytest.mark.parametrize("where", ["driver", "spark"])
+def test_scan_learns_the_schema_and_types_reach_the_column_entities(
+    session: object, tmp_path: Path, where: str
 ) -> None:
     from atlas_bridge import bridge
     from atlas_bridge.atlas.sink import FileSink
@@ -152,10 +153,14 @@ def test_scan_learns_the_schema_on_spark_and_types_reach_the_column_entities(
         ]
         return summary, entities
 
-    learned, learned_entities = run(tmp_path / "learned", ScanOptions())
+    # Small inputs are learned from on the driver; a Spark pass otherwise (forced here with 0 bytes).
+    learned, learned_entities = run(
+        tmp_path / "learned", ScanOptions(schema_driver_bytes=0) if where == "spark" else ScanOptions()
+    )
     _, given_entities = run(tmp_path / "given", ScanOptions(schema=SCHEMA, learn_schema=False))
     assert learned.extract.schema is not None
     assert learned.extract.schema.tables == 5
+    assert learned.extract.schema.on_driver is (where == "driver")
     assert learned.to_dict()["schema"]["learned_tables"] == 5
 
     def lineage_qns(entities: list[dict[str, Any]]) -> set[str]:
@@ -169,3 +174,153 @@ def test_scan_learns_the_schema_on_spark_and_types_reach_the_column_entities(
     }
     assert types["mart.order_copy.amount@test"] == "DECIMAL(10, 2)"
     assert types["sales.orders.customer_id@test"] == "BIGINT"
+
+
+# ---------------------------------------------------------------------------------------------------------
+# The schema of tables the estate only reads, from Atlas (--schema-from-atlas)
+
+
+def _hive_estate(stub: Any, *, positions: bool = False) -> Any:
+    from atlas_bridge.atlas.client import AtlasClient
+    from atlas_bridge.atlas.typedefs import register_typedefs
+
+    data = Path(__file__).resolve().parent / "data"
+    for model in ("1020-fs_model.json", "1030-hive_model.json"):
+        stub.load_typedefs(json.loads((data / "atlas" / model).read_text(encoding="utf-8")))
+    client = AtlasClient(stub.base_url, retries=0, backoff=0)
+    estate = json.loads((data / "reuse" / "hive_estate.json").read_text(encoding="utf-8"))
+    if positions:  # as the Hive hook writes them: amount first, then order_id
+        for e in estate["entities"]:
+            if e["typeName"] == "hive_column":
+                e["attributes"]["position"] = 0 if e["attributes"]["name"] == "amount" else 1
+    client.post_entities({"entities": estate["entities"], "referredEntities": {}})
+    register_typedefs(client)
+    return client
+
+
+class _Counting:
+    """A client that counts bulk lookups (and can fail them)."""
+
+    def __init__(self, inner: Any, fail: bool = False) -> None:
+        self.inner, self.fail, self.calls = inner, fail, []  # type: list[tuple[str, int]]
+
+    def get_entities_by_qualified_names(self, type_name: str, names: list[str]) -> list[dict[str, Any]]:
+        from atlas_bridge.errors import AtlasUnavailableError
+
+        self.calls.append((type_name, len(names)))
+        if self.fail:
+            raise AtlasUnavailableError("connection refused")
+        return self.inner.get_entities_by_qualified_names(type_name, names)  # type: ignore[no-any-return]
+
+
+def test_hive_columns_are_read_in_bulk_in_their_position_order(atlas_stub: Any) -> None:
+    from atlas_bridge.atlas.schema import read_atlas_schema
+
+    client = _Counting(_hive_estate(atlas_stub, positions=True))
+    wanted = [(None, "sales", "orders"), (None, "sales", "nothere"), (None, "x", "y"), (None, None, "bare")]
+    tables, unordered, warnings = read_atlas_schema(client, wanted, namespace="primary", batch=2)
+    assert tables == [(None, "sales", "orders", [("amount", "double"), ("order_id", "bigint")])]
+    assert unordered == set()
+    assert warnings == []
+    # 3 names with a db, 2 per request, two table types; then the found table's 2 columns in one request.
+    assert client.calls == [
+        ("atlas_bridge_table", 2),
+        ("atlas_bridge_table", 1),
+        ("hive_table", 2),
+        ("hive_table", 1),
+        ("hive_column", 2),
+    ]
+
+
+def test_columns_without_positions_resolve_names_but_an_insert_maps_them_by_name(atlas_stub: Any) -> None:
+    from atlas_bridge.atlas.schema import read_atlas_schema
+
+    client = _hive_estate(atlas_stub)
+    tables, unordered, _ = read_atlas_schema(client, [(None, "sales", "orders")], namespace="primary")
+    assert tables == [(None, "sales", "orders", [("amount", "double"), ("order_id", "bigint")])]
+    assert unordered == {(None, "sales", "orders")}
+    index = schema_index(tables, None, None, unordered)
+    sql = "insert into sales.orders select id as order_id, total as amount from staging.o"
+    lines = relation_lines(end_to_end(extract_sql_lineage(sql, None, index).lineage))
+    assert "staging.o.id -> fdd -> sales.orders.order_id" in lines
+    assert "staging.o.total -> fdd -> sales.orders.amount" in lines
+    ordered = schema_index(tables, None, None)  # had the order been known, position would rule
+    lines = relation_lines(end_to_end(extract_sql_lineage(sql, None, ordered).lineage))
+    assert "staging.o.id -> fdd -> sales.orders.amount" in lines
+
+
+def test_our_own_columns_are_read_back_with_their_types(atlas_stub: Any) -> None:
+    from atlas_bridge.atlas.client import AtlasClient
+    from atlas_bridge.atlas.convert import to_atlas_batches
+    from atlas_bridge.atlas.schema import read_atlas_schema
+    from atlas_bridge.atlas.typedefs import register_typedefs
+
+    client = AtlasClient(atlas_stub.base_url, retries=0, backoff=0)
+    register_typedefs(client)
+    sql = "create table mart.t (a int, b string); insert into mart.t select x, y from s.u"
+    lineage = end_to_end(extract_sql_lineage(sql, "hive").lineage)
+    for batch in to_atlas_batches(lineage, namespace="primary"):
+        client.post_entities(batch)
+    tables, unordered, warnings = read_atlas_schema(client, [(None, "mart", "t")], namespace="primary")
+    assert tables == [(None, "mart", "t", [("a", "INT"), ("b", "STRING")])]
+    assert unordered == {(None, "mart", "t")}
+    assert warnings == []
+
+
+def test_a_failing_atlas_is_a_warning_not_a_crash(atlas_stub: Any) -> None:
+    from atlas_bridge.atlas.schema import read_atlas_schema
+
+    client = _Counting(_hive_estate(atlas_stub), fail=True)
+    tables, unordered, warnings = read_atlas_schema(client, [(None, "sales", "orders")], namespace="primary")
+    assert (tables, unordered) == ([], set())
+    assert len(warnings) == 1
+    assert "connection refused" in warnings[0]
+    assert len(client.calls) == 1  # no retry storm: the first failure ends the lookups
+
+
+@pytest.mark.spark
+def test_scan_reads_the_schema_of_tables_it_only_reads_from_atlas(
+    session: object, atlas_stub: Any, tmp_path: Path
+) -> None:
+    import functools
+
+    from atlas_bridge import bridge
+    from atlas_bridge.atlas.schema import read_atlas_schema
+    from atlas_bridge.atlas.sink import FileSink
+
+    client = _hive_estate(atlas_stub, positions=True)
+    estate = tmp_path / "estate"
+    estate.mkdir()
+    (estate / "q.sql").write_text(
+        "INSERT INTO mart.x SELECT amount, region FROM sales.orders o JOIN sales.regions r "
+        "ON o.order_id = r.region_id;\n",
+        encoding="utf-8",
+    )
+
+    def run(name: str, reader: Any) -> tuple[bridge.ScanSummary, set[str]]:
+        out = tmp_path / name
+        delivery = bridge.SinkDelivery(FileSink(out), f"files:{out}")
+        summary = bridge.scan(
+            [estate],
+            delivery,
+            namespace="primary",
+            spark=session,
+            schema_reader=reader,  # type: ignore[arg-type]
+        )
+        qns = {
+            e["attributes"]["qualifiedName"]
+            for p in out.glob("*-entities.json")
+            for e in json.loads(p.read_text())["entities"]
+        }
+        return summary, qns
+
+    reader = functools.partial(read_atlas_schema, client, namespace="primary")
+    with_atlas, qns = run("atlas", reader)
+    assert with_atlas.extract.schema is not None
+    assert with_atlas.extract.schema.from_atlas == 1
+    assert with_atlas.extract.schema.tables == 0  # no DDL in the estate
+    assert with_atlas.to_dict()["schema"]["from_atlas"] == 1
+    # amount is a column of sales.orders (Atlas says so), so region must be sales.regions'.
+    assert {"sales.orders.amount@primary", "sales.regions.region@primary"} <= qns
+    _, qns = run("plain", None)
+    assert not {"sales.orders.amount@primary", "sales.regions.region@primary"} & qns  # not placed

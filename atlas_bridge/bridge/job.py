@@ -20,7 +20,7 @@ from atlas_bridge.bridge.merge import EntityCollector
 from atlas_bridge.bridge.schema import UnitSchema, schema_index
 from atlas_bridge.bridge.types import Progress, ScanOptions, WorkUnit
 from atlas_bridge.errors import ConfigError
-from atlas_bridge.extractors.sql.schema import LearnedTable, SchemaIndex
+from atlas_bridge.extractors.sql.schema import LearnedTable, SchemaIndex, TableKey
 from atlas_bridge.model import Problem
 
 if TYPE_CHECKING:
@@ -98,6 +98,8 @@ class SchemaStats:
     pass_s: float = 0.0
     fixed_point_s: float = 0.0
     from_atlas: int = 0
+    on_driver: bool = False
+    """Learned on the driver (small inputs), not in a Spark pass."""
 
 
 @dataclasses.dataclass
@@ -152,18 +154,17 @@ def learn_schema_job(
     options: ScanOptions,
     *,
     partitions: int | None = None,
-) -> tuple[list[LearnedTable], SchemaStats]:
+) -> tuple[list[LearnedTable], SchemaStats, list[TableKey]]:
     """The schema the estate's own DDL defines: CREATE statements read on the executors (one Spark pass;
     only what each unit defines comes back, and the CREATE text of units whose views / CTAS are unresolved),
-    then the fixed point on the driver (:mod:`atlas_bridge.bridge.schema`)."""
+    or on the driver for inputs up to ``options.schema_driver_bytes``; then the fixed point on the driver
+    (:mod:`atlas_bridge.bridge.schema`). Also the tables the inputs read, when ``options.tables_read``."""
     from atlas_bridge.bridge.schema import fixed_point, learn_unit
 
     t0 = time.perf_counter()
     stats = SchemaStats()
     if not units:
-        return [], stats
-    sc = spark.sparkContext
-    groups = partition_units(units, _partitions(spark, units, options, partitions))
+        return [], stats, []
     opts = options
 
     def run(items: Iterable[list[WorkUnit]]) -> Iterator[UnitSchema]:
@@ -172,9 +173,16 @@ def learn_schema_job(
             for unit in group:
                 yield learn_unit(unit, opts, base)
 
-    sc.setJobDescription(f"atlas-bridge scan: learn the schema from {len(units)} input(s)")
-    results = sc.parallelize(groups, len(groups)).mapPartitions(run).collect()
-    sc.setJobDescription(None)  # type: ignore[arg-type]  # None clears it
+    total = sum(u.file.size if u.end < 0 else u.end - u.start for u in units)
+    if total <= options.schema_driver_bytes:
+        stats.on_driver = True
+        results = list(run([list(units)]))
+    else:
+        sc = spark.sparkContext
+        groups = partition_units(units, _partitions(spark, units, options, partitions))
+        sc.setJobDescription(f"atlas-bridge scan: learn the schema from {len(units)} input(s)")
+        results = sc.parallelize(groups, len(groups)).mapPartitions(run).collect()
+        sc.setJobDescription(None)  # type: ignore[arg-type]  # None clears it
     stats.pass_s = time.perf_counter() - t0
     t0 = time.perf_counter()
     stats.pending = sum(1 for r in results if r.pending)
@@ -182,15 +190,17 @@ def learn_schema_job(
     stats.fixed_point_s = time.perf_counter() - t0
     stats.tables = len(learned)
     logger.info(
-        "schema: %d table(s) and view(s) learned from the inputs' DDL in %.1fs (+%.2fs, %d round(s) for "
-        "%d unit(s) with unresolved views)",
+        "schema: %d table(s) and view(s) learned from the inputs' DDL %s in %.1fs (+%.2fs, %d round(s) "
+        "for %d unit(s) with unresolved views)",
         stats.tables,
+        "on the driver" if stats.on_driver else "in a Spark pass",
         stats.pass_s,
         stats.fixed_point_s,
         stats.rounds,
         stats.pending,
     )
-    return learned, stats
+    reads = sorted({k for r in results for k in r.reads}, key=lambda k: tuple(p or "" for p in k))
+    return learned, stats, reads
 
 
 _WORKER_INDEX: list[tuple[Any, SchemaIndex]] = []
@@ -202,8 +212,8 @@ def _worker_index(bc: Any) -> SchemaIndex:
     value = bc.value
     if _WORKER_INDEX and _WORKER_INDEX[0][0] is value:
         return _WORKER_INDEX[0][1]
-    learned, given, default_db = value
-    index = schema_index(learned, given, default_db)
+    learned, given, default_db, unordered = value
+    index = schema_index(learned, given, default_db, unordered)
     _WORKER_INDEX[:] = [(value, index)]
     return index
 
@@ -218,6 +228,7 @@ def extract_entities(
     partitions: int | None = None,
     progress: Progress | None = None,
     learned: Sequence[LearnedTable] | None = None,
+    unordered: Sequence[TableKey] = (),
 ) -> ExtractStats:
     """Extract and convert ``units`` on Spark; fold the results into ``collector`` on the driver.
 
@@ -237,7 +248,11 @@ def extract_entities(
     logger.info("extracting %d unit(s) in %d partition(s) on %s", len(units), len(groups), sc.master)
     ns = namespace
     shared = learned or options.schema
-    bc = sc.broadcast((list(learned or ()), options.schema, options.default_db)) if shared else None
+    bc = (
+        sc.broadcast((list(learned or ()), options.schema, options.default_db, list(unordered)))
+        if shared
+        else None
+    )
     # The schema travels in the broadcast, not in every task's closure.
     opts = dataclasses.replace(options, schema=None) if bc is not None else options
 

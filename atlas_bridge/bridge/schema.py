@@ -23,7 +23,7 @@ from typing import Any
 
 from atlas_bridge.bridge.inputs import _SQL_TOKEN, decode_text, read_unit
 from atlas_bridge.bridge.types import InputKind, ScanOptions, WorkUnit
-from atlas_bridge.extractors.sql.schema import LearnedTable, SchemaIndex
+from atlas_bridge.extractors.sql.schema import LearnedTable, SchemaIndex, TableKey
 from atlas_bridge.model import DatasetKind, Problem
 
 MAX_ROUNDS = 8
@@ -45,6 +45,8 @@ class UnitSchema:
     dialect: str | None = None
     rank: int = 0
     """0 = SQL DDL, 1 = SQLFlow export (SQL wins for the same table)."""
+    reads: tuple[TableKey, ...] = ()
+    """Tables the unit reads (``FROM`` / ``JOIN`` names, lower case), when ``options.tables_read``."""
 
 
 def create_statements(text: str) -> str:
@@ -79,22 +81,24 @@ def learn_unit(unit: WorkUnit, options: ScanOptions, base: SchemaIndex | None = 
     try:
         if unit.file.kind == InputKind.SQLFLOW:
             return UnitSchema(name, tuple(_sqlflow_tables(read_unit(unit), name)), rank=1)
+        reads: tuple[TableKey, ...] = ()
         if unit.file.kind == InputKind.QUERY_LOG:
-            text = _log_creates(unit, options)
+            text, reads = _log_creates(unit, options)
             dialect = options.dialect
         elif unit.file.kind == InputKind.SQL:
             data = read_unit(unit)
+            reads = tables_read(data.decode("utf-8", "replace"), options) if options.tables_read else ()
             if _CREATE.search(data) is None:
-                return UnitSchema(name)
+                return UnitSchema(name, reads=reads)
             text = decode_text(data, name, [])
             dialect = unit.dialect or dialect_hint(text) or options.dialect
             text = create_statements(text)
         else:
             return UnitSchema(name)
         if not text:
-            return UnitSchema(name)
+            return UnitSchema(name, reads=reads)
         tables, pending = _learn(text, dialect, base, options)
-        return UnitSchema(name, tuple(tables), text if pending else None, dialect)
+        return UnitSchema(name, tuple(tables), text if pending else None, dialect, reads=reads)
     except Exception:  # the extraction pass reports what is wrong with the file; here it teaches nothing
         return UnitSchema(name)
 
@@ -107,16 +111,48 @@ def _learn(
     return learn_schema(text, dialect, base, options.default_db)
 
 
-def _log_creates(unit: WorkUnit, options: ScanOptions) -> str:
+def _log_creates(unit: WorkUnit, options: ScanOptions) -> tuple[str, tuple[TableKey, ...]]:
     from atlas_bridge.bridge.querylog import read_query_log
 
     problems: list[Problem] = []
-    parts = [
-        rec.query.strip().rstrip(";") + ";"
-        for rec in read_query_log(unit, options, problems)
-        if "create" in rec.query.lower() and create_statements(rec.query)
-    ]
-    return "\n".join(parts)
+    parts: list[str] = []
+    reads: dict[TableKey, None] = {}
+    for rec in read_query_log(unit, options, problems):
+        if options.tables_read and len(reads) < MAX_READS:
+            reads.update(dict.fromkeys(tables_read(rec.query, options)))
+        if "create" in rec.query.lower() and create_statements(rec.query):
+            parts.append(rec.query.strip().rstrip(";") + ";")
+    return "\n".join(parts), tuple(reads)[:MAX_READS]
+
+
+MAX_READS = 10_000
+"""Distinct table names kept per unit for the Atlas lookup."""
+
+_PART = r"(?:`[^`\n]+`|\"[^\"\n]+\"|\[[^\]\n]+\]|[A-Za-z_][\w$]*)"
+_TABLE_REF = re.compile(rf"\b(?:from|join)\s+({_PART}(?:\s*\.\s*{_PART}){{0,2}})", re.IGNORECASE)
+
+
+def tables_read(text: str, options: ScanOptions) -> tuple[TableKey, ...]:
+    """Names after ``FROM`` / ``JOIN`` (a cheap scan, no parse; what is not a table finds nothing later).
+
+    >>> tables_read("select * from s.t join `u` on 1=1", ScanOptions(default_db="d"))
+    ((None, 's', 't'), (None, 'd', 'u'))
+    """
+    out: dict[TableKey, None] = {}
+    for m in _TABLE_REF.finditer(text):
+        parts = [p.strip().strip('`"[]').lower() for p in m.group(1).split(".")]
+        if parts[-1] in _NOT_TABLES:
+            continue
+        name = parts[-1]
+        db = parts[-2] if len(parts) > 1 else (options.default_db or "").lower() or None
+        catalog = parts[-3] if len(parts) > 2 else None
+        out[(catalog, db, name)] = None
+        if len(out) >= MAX_READS:
+            break
+    return tuple(out)
+
+
+_NOT_TABLES = frozenset({"select", "lateral", "unnest", "table", "values", "dual", "the", "a"})
 
 
 _CREATE_PROCESS = re.compile(r"^create_(?:table|view|external|or_replace|materialized)")
@@ -162,11 +198,14 @@ def fold(results: Sequence[UnitSchema]) -> list[LearnedTable]:
 
 
 def schema_index(
-    learned: Iterable[LearnedTable], given: Mapping[str, Any] | None, default_db: str | None = None
+    learned: Iterable[LearnedTable],
+    given: Mapping[str, Any] | None,
+    default_db: str | None = None,
+    unordered: Iterable[TableKey] = (),
 ) -> SchemaIndex:
     """The index extraction runs against: what was learned, then the given schema over it (it wins)."""
     index = SchemaIndex(None, default_db)
-    index.add_all(learned)
+    index.add_all(learned, unordered=unordered)
     if given:
         index.load(given)
     return index

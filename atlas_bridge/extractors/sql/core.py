@@ -407,6 +407,11 @@ class StatementContext:
             table.catalog or None, table.db or self.state.default_db or None, table.name
         )
 
+    def table_in_order(self, table: exp.Table) -> bool:
+        return self.state.schema.in_order(
+            table.catalog or None, table.db or self.state.default_db or None, table.name
+        )
+
     # -- writing --------------------------------------------------------------------------------------
 
     def write_into(

@@ -39,6 +39,8 @@ class SchemaIndex:
         self._spelling: dict[TableKey, tuple[str | None, str | None, str]] = {}
         self._defined: dict[TableKey, None] = {}
         """Tables added by :meth:`add` (DDL), in order: what a script teaches."""
+        self._unordered: set[TableKey] = set()
+        """Tables whose columns are known by name only (read from Atlas without positions)."""
         self._unresolved: dict[TableKey, None] = {}
         """Tables a statement defines whose columns it could not tell (``SELECT *`` of an unknown table)."""
         self.base = schema if isinstance(schema, SchemaIndex) else None
@@ -87,9 +89,21 @@ class SchemaIndex:
         """Some table defined here is still without its columns."""
         return any(k not in self._defined for k in self._unresolved)
 
-    def add_all(self, tables: Iterable[LearnedTable]) -> None:
+    def add_all(self, tables: Iterable[LearnedTable], *, unordered: Iterable[TableKey] = ()) -> None:
+        """Add tables (a learned schema); those named in ``unordered`` have columns in no known order."""
         for catalog, db, name, cols in tables:
             self._put(catalog, db, name, cols)
+        self._unordered.update(unordered)
+
+    def in_order(self, catalog: str | None, db: str | None, name: str) -> bool:
+        """Whether the table's columns are in the table's own order (an INSERT can map by position)."""
+        key = self._resolve(catalog, db, name)
+        return key is not None and self._ordered(key)
+
+    def _ordered(self, key: TableKey) -> bool:
+        if key in self._tables:
+            return key not in self._unordered
+        return self.base._ordered(key) if self.base is not None else True
 
     def _put(
         self,
@@ -125,6 +139,10 @@ class SchemaIndex:
 
     def columns(self, catalog: str | None, db: str | None, name: str) -> Columns | None:
         """Columns (name, type) of the table, or None when the schema does not know it."""
+        key = self._resolve(catalog, db, name)
+        return None if key is None else self._get(key)
+
+    def _resolve(self, catalog: str | None, db: str | None, name: str) -> TableKey | None:
         low = name.lower()
         cands = self._candidates(low)
         if not cands:
@@ -144,7 +162,7 @@ class SchemaIndex:
             if len(exact) != 1:
                 return None
             matches = exact
-        return self._get(matches[0])
+        return matches[0]
 
 
 def _key(catalog: str | None, db: str | None, name: str) -> TableKey:

@@ -161,6 +161,8 @@ def handle_insert(stmt: exp.Expr, ctx: StatementContext) -> None:
     columns: list[str] | None = col_list or None
     if columns is None and not by_name:
         known = ctx.table_columns(table)
+        if known is not None and not ctx.table_in_order(table):
+            known = None  # names known, order not (read from Atlas): write by name
         if known is not None:
             static = _static_partition_columns(table)
             columns = [c for c, _ in known if c.lower() not in static]
