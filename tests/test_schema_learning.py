@@ -324,3 +324,28 @@ def test_scan_reads_the_schema_of_tables_it_only_reads_from_atlas(
     assert {"sales.orders.amount@primary", "sales.regions.region@primary"} <= qns
     _, qns = run("plain", None)
     assert not {"sales.orders.amount@primary", "sales.regions.region@primary"} & qns  # not placed
+
+
+def test_views_and_ctas_a_sqlflow_export_creates_are_learned_but_not_tables_it_only_reads(
+    tmp_path: Path,
+) -> None:
+    from atlas_bridge.sqlflow.write import to_sqlflow_json, to_sqlflow_xml
+
+    sql = "create view s.v as select a, b from s.t; create table s.c as select x from s.u"
+    lineage = extract_sql_lineage(sql).lineage
+    (tmp_path / "export.json").write_text(to_sqlflow_json(lineage), encoding="utf-8")
+    (tmp_path / "export.xml").write_text(to_sqlflow_xml(lineage), encoding="utf-8")
+    for name, kind in (("export.json", InputKind.SQLFLOW), ("export.xml", InputKind.SQLFLOW)):
+        f = tmp_path / name
+        learned, _ = learn_locally([WorkUnit(InputFile(str(f), name, kind, f.stat().st_size))], ScanOptions())
+        # s.t and s.u are only read: SQLFlow lists the columns the lineage touched, not the whole table.
+        assert learned == [(None, "s", "c", [("x", None)]), (None, "s", "v", [("a", None), ("b", None)])]
+    # SQL DDL wins over an export for the same table, whatever the file order.
+    (tmp_path / "z.sql").write_text("create view s.v as select a, b, c from s.t;", encoding="utf-8")
+    files = [tmp_path / "export.json", tmp_path / "z.sql"]
+    units = [
+        WorkUnit(InputFile(str(f), f.name, InputKind.SQLFLOW if f.suffix == ".json" else InputKind.SQL, 1))
+        for f in files
+    ]
+    learned, _ = learn_locally(units, ScanOptions())
+    assert (None, "s", "v", [("a", None), ("b", None), ("c", None)]) in learned
