@@ -349,3 +349,28 @@ def test_views_and_ctas_a_sqlflow_export_creates_are_learned_but_not_tables_it_o
     ]
     learned, _ = learn_locally(units, ScanOptions())
     assert (None, "s", "v", [("a", None), ("b", None), ("c", None)]) in learned
+
+
+def test_a_column_copied_from_a_typed_column_has_its_type_and_computed_ones_have_none() -> None:
+    from atlas_bridge.extractors.sql import learn_schema
+
+    schema = {"s": {"t": {"a": "INT", "b": "STRING", "c": "BIGINT"}}}
+    sql = (
+        "create view s.v as select a, x.b, sum(c) as total from (select a, b, c from s.t) x group by a, b;"
+        "create table s.u as select a from s.t union all select c from s.t"
+    )
+    tables, pending = learn_schema(sql, None, schema)
+    assert not pending
+    # Through a subquery, an exact copy keeps its type; an aggregate's type is not guessed; the branches
+    # of a UNION disagree (INT, BIGINT), so no type either.
+    assert tables == [
+        (None, "s", "v", [("a", "INT"), ("b", "STRING"), ("total", None)]),
+        (None, "s", "u", [("a", None)]),
+    ]
+    lineage = extract_sql_lineage(sql, None, schema).lineage
+    view = next(d for d in lineage.datasets if d.name == "v")
+    assert {c.name: c.data_type for c in view.columns if not c.system} == {
+        "a": "INT",
+        "b": "STRING",
+        "total": None,
+    }
