@@ -207,7 +207,7 @@ def learn_schema(
     unknown (``SELECT *`` of a table ``schema`` does not know yet: a later pass with more schema may tell).
 
     >>> learn_schema("create table s.t (a int); select 1; create view s.v as select * from s.t")
-    ([(None, 's', 't', [('a', 'INT')]), (None, 's', 'v', [('a', None)])], False)
+    ([(None, 's', 't', [('a', 'INT')]), (None, 's', 'v', [('a', 'INT')])], False)
     >>> learn_schema("create view s.w as select * from s.u")
     ([], True)
     """
