@@ -48,6 +48,14 @@ class ScanOptions:
     """Plain SQL scripts larger than this are cut into pieces of about this size at statement ends."""
     partition_bytes: int = 1024 * 1024
     """Input bytes per Spark partition (at least 4 partitions per core are used)."""
+    learn_schema: bool = True
+    """Learn the columns of the tables and views the estate's own DDL defines before extracting (see
+    :mod:`atlas_bridge.bridge.schema`); ``schema`` still wins for the tables it names."""
+    tables_read: bool = False
+    """Also list the tables each input reads (``FROM`` / ``JOIN`` names), for ``--schema-from-atlas``."""
+    schema_driver_bytes: int = 64 * 1024 * 1024
+    """Inputs up to this many bytes in all are learned from on the driver (a Spark job costs more than
+    reading their CREATE statements); larger estates in a Spark pass."""
     end_to_end: bool = True
     """Collapse each statement's intermediate resultsets on the executor (what Atlas receives anyway)
     before converting; the relation counts of the report are of the collapsed lineage."""

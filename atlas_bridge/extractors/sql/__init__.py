@@ -73,18 +73,21 @@ from atlas_bridge.extractors.sql.registry import (
     run_text_handlers,
 )
 from atlas_bridge.extractors.sql.resplit import statement_pieces as resplit_pieces
-from atlas_bridge.extractors.sql.schema import SchemaIndex
+from atlas_bridge.extractors.sql.schema import LearnedTable, SchemaIndex
 from atlas_bridge.extractors.sql.split import LineIndex, StatementChunk, split_statements
 from atlas_bridge.extractors.sql.textual import failure, parse_failure
 from atlas_bridge.model import ExtractionResult, Lineage, Problem
 
 __all__ = [
     "DEFAULT_TIME_BUDGET_S",
+    "LearnedTable",
     "QueryResult",
+    "SchemaIndex",
     "StatementContext",
     "UnsupportedSQL",
     "extract_sql_lineage",
     "handler",
+    "learn_schema",
     "resolve_dialect",
 ]
 
@@ -151,7 +154,7 @@ def resolve_dialect(dialect: str | None) -> Dialect:
 def extract_sql_lineage(
     sql: str,
     dialect: str | None = None,
-    schema: Mapping[str, Any] | None = None,
+    schema: Mapping[str, Any] | SchemaIndex | None = None,
     default_db: str | None = None,
     *,
     file: str | None = None,
@@ -161,7 +164,9 @@ def extract_sql_lineage(
 
     ``schema`` is sqlglot's nested mapping (``{db: {table: {col: type}}}`` or ``{table: {col: type}}``);
     without it ``SELECT *`` stays ``*`` and columns that cannot be placed go to the orphan pseudo table.
-    ``default_db`` qualifies tables written without a db. Raises only for an unknown dialect name.
+    ``default_db`` qualifies tables written without a db. A :class:`SchemaIndex` (e.g. the schema a scan
+    learned, built once per worker) is used as the base the script's own DDL layers on, never changed.
+    Raises only for an unknown dialect name.
 
     >>> r = extract_sql_lineage("insert into t (a) select x from s where y > 0")
     >>> from atlas_bridge.graph import end_to_end, relation_lines
@@ -195,6 +200,40 @@ def extract_sql_lineage(
     # The Lineage is validated once in freeze(); constructing ExtractionResult normally would run its
     # validators a second time (pydantic re-runs after-validators on model instances).
     return ExtractionResult.model_construct(lineage=lineage, problems=tuple(state.problems))
+
+
+def learn_schema(
+    sql: str,
+    dialect: str | None = None,
+    schema: Mapping[str, Any] | SchemaIndex | None = None,
+    default_db: str | None = None,
+    *,
+    time_budget_s: float | None = DEFAULT_TIME_BUDGET_S,
+) -> tuple[list[LearnedTable], bool]:
+    """The tables, views, CTAS and external tables a script's CREATE statements define, with their columns.
+
+    Only statements that start with CREATE are analysed (as :func:`extract_sql_lineage` would, so a view's
+    or CTAS's columns come from its query, resolved against ``schema``); problems are left to the
+    extraction itself. Returns the tables in order and whether some defined table's columns stayed
+    unknown (``SELECT *`` of a table ``schema`` does not know yet: a later pass with more schema may tell).
+
+    >>> learn_schema("create table s.t (a int); select 1; create view s.v as select * from s.t")
+    ([(None, 's', 't', [('a', 'INT')]), (None, 's', 'v', [('a', 'INT')])], False)
+    >>> learn_schema("create view s.w as select * from s.u")
+    ([], True)
+    """
+    d = resolve_dialect(dialect)
+    index = SchemaIndex(schema if isinstance(schema, SchemaIndex) else SchemaIndex(schema), default_db)
+    state = ScriptState(
+        schema=index, dialect=d, text=sql, lines=LineIndex(sql), file=None, default_db=default_db or None
+    )
+    parser = d.parser(error_level=ErrorLevel.RAISE)
+    unicode_ok = _SURROGATE.search(sql) is None
+    for chunk in _chunks(state, sql, d):
+        if not chunk.tokens or chunk.tokens[0].text.upper() != "CREATE":
+            continue
+        _contained(state, parser, chunk, time_budget_s, unicode_ok=unicode_ok)
+    return index.defined(), index.pending()
 
 
 _SURROGATE = re.compile("[\ud800-\udfff]")

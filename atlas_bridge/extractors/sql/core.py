@@ -408,6 +408,11 @@ class StatementContext:
             table.catalog or None, table.db or self.state.default_db or None, table.name
         )
 
+    def table_in_order(self, table: exp.Table) -> bool:
+        return self.state.schema.in_order(
+            table.catalog or None, table.db or self.state.default_db or None, table.name
+        )
+
     # -- writing --------------------------------------------------------------------------------------
 
     def write_into(
@@ -457,7 +462,50 @@ class StatementContext:
                 effect_type=self.effect_type,
                 process_id=self.process_id,
             )
+        if target.kind in (DatasetKind.TABLE, DatasetKind.VIEW):
+            self._type_columns(target, [(s, t) for (s, _), t in zip(pairs, written, strict=True)], qr)
         return written
+
+    def _type_columns(self, target: DatasetBuilder, pairs: list[tuple[str, str]], qr: QueryResult) -> None:
+        """Types onto the target columns written (the Atlas column's ``type``): the schema's (or DDL's),
+        else the type of the one typed column the value is an exact copy of (a view's ``SELECT a``)."""
+        known = self.state.schema.columns(target.catalog, target.db, target.name)
+        types = {c.lower(): t for c, t in known or () if t}
+        incoming: dict[ColKey, list[ColKey]] | None = None
+        for src, name in pairs:
+            col = target.columns.get(name.lower())
+            if col is None or col.data_type is not None:
+                continue
+            if name.lower() in types:
+                col.data_type = types[name.lower()]
+                continue
+            if incoming is None:
+                incoming = {}
+                for rel in self.graph.relations.values():
+                    if rel.type is FDD and rel.effect is Effect.EXACT_COPY:
+                        incoming.setdefault(rel.target, []).append(rel.source)
+            col.data_type = self._copied_type((qr.ds.id, src), incoming)
+
+    def _copied_type(self, key: ColKey, incoming: dict[ColKey, list[ColKey]]) -> str | None:
+        """The type every exact-copy chain into ``key`` agrees on (at most 16 hops), else None."""
+        frontier, seen, found = [key], {key}, set()
+        for _ in range(16):
+            nxt: list[ColKey] = []
+            for k in frontier:
+                ds = self.graph.datasets.get(k[0])
+                col = ds.columns.get(k[1].lower()) if ds is not None else None
+                if col is not None and col.data_type:
+                    found.add(col.data_type)
+                    continue
+                sources = incoming.get(k, [])
+                if not sources:
+                    return None  # a chain that ends untyped: the type is not known
+                nxt.extend(s for s in sources if s not in seen)
+                seen.update(sources)
+            frontier = nxt
+            if not frontier:
+                break
+        return found.pop() if len(found) == 1 and not frontier else None
 
     # -- queries --------------------------------------------------------------------------------------
 

@@ -134,6 +134,9 @@ def _copy_table(table: exp.Table, copied: tuple[exp.Table, str], ctx: StatementC
     )
     known = ctx.table_columns(source)
     if known is None:
+        ctx.state.schema.unresolved(
+            table.catalog or None, table.db or ctx.state.default_db or None, table.name
+        )
         return
     for name, data_type in known:
         ctx.graph.add(

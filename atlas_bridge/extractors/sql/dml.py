@@ -420,9 +420,11 @@ def handle_select(stmt: exp.Expr, ctx: StatementContext) -> None:
     qr = ctx.query_lineage(query)
     target = ctx.table(_plain_table(table))
     written = ctx.write_into(qr, target, None)
+    db = table.db or ctx.state.default_db or None
     if "*" not in written:
-        db = table.db or ctx.state.default_db or None
         ctx.state.schema.add(table.catalog or None, db, table.name, [(c, None) for c in written])
+    else:
+        ctx.state.schema.unresolved(table.catalog or None, db, table.name)
 
 
 # ---------------------------------------------------------------------------------------------------------
