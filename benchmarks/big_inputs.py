@@ -1,8 +1,8 @@
 """Big inputs never cost gigabytes (issue 11): a ~60 MB SQLFlow export and a 5 MB SQL script.
 
 Two parts, each printing its figures beside the budget (README, "Budgets"). Every measurement runs in a
-fresh child process, so its peak RSS (``VmHWM``) is that run's own (the child's start-up RSS, imports included,
-is printed too and taken off before dividing by the input size).
+fresh child process, so its peak RSS (``VmHWM``) is that run's own (the child's start-up RSS, imports
+included, is printed too and taken off before dividing by the input size).
 
 - ``sqlflow``  a dlineage XML and a flat SQLFlow JSON of ``--statements`` INSERT ... SELECT statements in
   the samples' shape (``../shared/sqlflow-samples``: tables with columns, an ``INSERT-SELECT`` resultset per
@@ -103,18 +103,18 @@ def sqlflow_xml(statements: int) -> str:
         for k in range(_COLS):
             rels.append(
                 f'    <relationship id="{new_id()}" type="fdd" effectType="select">\n'
-                f'        <target id="{rcids[k]}" column="col_{k}" parent_id="{rid}" parent_name="INSERT-SELECT-1"'
-                f' coordinate="{_coord(line, 30 + k, 35 + k)}"/>\n'
-                f'        <source id="{scids[k]}" column="col_{k}" parent_id="{sid}" parent_name="src_{s:04d}"'
-                f' parent_alias="s" coordinate="{_coord(line, 10 + k, 15 + k)}"/>\n'
+                f'        <target id="{rcids[k]}" column="col_{k}" parent_id="{rid}"'
+                f' parent_name="INSERT-SELECT-1" coordinate="{_coord(line, 30 + k, 35 + k)}"/>\n'
+                f'        <source id="{scids[k]}" column="col_{k}" parent_id="{sid}"'
+                f' parent_name="src_{s:04d}" parent_alias="s" coordinate="{_coord(line, 10 + k, 15 + k)}"/>\n'
                 "    </relationship>\n"
             )
             rels.append(
                 f'    <relationship id="{new_id()}" type="fdd" effectType="insert" processId="{pid}">\n'
-                f'        <target id="{tcids[k]}" column="tgt_col_{k}" parent_id="{tid}" parent_name="tgt_{i:06d}"'
-                f' coordinate="{_coord(line, 20 + k, 25 + k)}"/>\n'
-                f'        <source id="{rcids[k]}" column="col_{k}" parent_id="{rid}" parent_name="INSERT-SELECT-1"'
-                f' coordinate="{_coord(line, 30 + k, 35 + k)}"/>\n'
+                f'        <target id="{tcids[k]}" column="tgt_col_{k}" parent_id="{tid}"'
+                f' parent_name="tgt_{i:06d}" coordinate="{_coord(line, 20 + k, 25 + k)}"/>\n'
+                f'        <source id="{rcids[k]}" column="col_{k}" parent_id="{rid}"'
+                f' parent_name="INSERT-SELECT-1" coordinate="{_coord(line, 30 + k, 35 + k)}"/>\n'
                 "    </relationship>\n"
             )
     return "".join(objects) + "".join(procs) + "".join(rels) + "</dlineage>\n"
@@ -230,7 +230,8 @@ def bench_sqlflow(statements: int, tmp: Path) -> bool:
         good = per_byte <= SQLFLOW_BYTES_PER_INPUT_BYTE and per_mb <= SQLFLOW_S_PER_MB
         ok &= good
         print(
-            f"  {fmt:4} {size / 1e6:6.1f} MB: {r['s']:6.1f} s ({per_mb:.2f} s/MB, budget {SQLFLOW_S_PER_MB}); "
+            f"  {fmt:4} {size / 1e6:6.1f} MB: {r['s']:6.1f} s "
+            f"({per_mb:.2f} s/MB, budget {SQLFLOW_S_PER_MB}); "
             f"peak RSS {r['peak_kb'] / 1024:7.0f} MB (start {r['start_kb'] / 1024:.0f} MB) = "
             f"{per_byte:5.1f} B per input byte (budget {SQLFLOW_BYTES_PER_INPUT_BYTE}); "
             f"{r['pieces']} piece(s), {r['statements']} statements, {r['relations']} relations, "

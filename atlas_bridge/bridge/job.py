@@ -210,9 +210,10 @@ class _ProgressTracker:
         self._stop.set()
         if self._thread is not None:
             self._thread.join()
-        if self._progress is not None and exc[0] is None:
-            self._progress("extract", self._total, self._total)
-        logger.info("extraction: %d/%d partition(s) done", self._total, self._total)
+        if exc[0] is None:
+            if self._progress is not None:
+                self._progress("extract", self._total, self._total)
+            logger.info("extraction: %d/%d partition(s) done", self._total, self._total)
 
     def _poll(self) -> None:
         tracker = self._sc.statusTracker()
