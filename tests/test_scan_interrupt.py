@@ -49,10 +49,10 @@ def test_ctrl_c_during_a_scan_says_interrupted_in_one_line_and_exits_130(tmp_pat
         sel.register(proc.stderr, selectors.EVENT_READ)
         # Once the progress shows work under way (tasks running: cancelling them is what made the JVM
         # print its stack traces), every 10 s in the log lines.
-        while b"partition(s) done" not in before and time.monotonic() < deadline and proc.poll() is None:
+        while b"statement(s) done" not in before and time.monotonic() < deadline and proc.poll() is None:
             if sel.select(timeout=1):
                 before += proc.stderr.readline()
-    assert b"partition(s) done" in before, before.decode(errors="replace")[-2000:]
+    assert b"statement(s) done" in before, before.decode(errors="replace")[-2000:]
     proc.send_signal(signal.SIGINT)
     sent = time.monotonic()
     _, after_bytes = proc.communicate(timeout=60)
