@@ -1,4 +1,5 @@
-"""Ctrl-C during ``scan`` (issue 11): exit 130 quickly with one short line, no Java or py4j stack traces."""
+"""Ctrl-C during ``scan`` (issue 11): exit 130 quickly with one short line, no Java or py4j stack traces;
+and no Spark WARN lines at start-up."""
 
 from __future__ import annotations
 
@@ -53,6 +54,8 @@ def test_ctrl_c_during_a_scan_says_interrupted_in_one_line_and_exits_130(tmp_pat
             if sel.select(timeout=1):
                 before += proc.stderr.readline()
     assert b"statement(s) done" in before, before.decode(errors="replace")[-2000:]
+    # Spark's start-up is quiet too (no WARN lines about the loopback hostname or native-hadoop).
+    assert b" WARN " not in before, before.decode(errors="replace")[-2000:]
     proc.send_signal(signal.SIGINT)
     sent = time.monotonic()
     _, after_bytes = proc.communicate(timeout=60)

@@ -343,7 +343,8 @@ def iter_sqlflow_lineage(
     holds whole statements: the relations of a process, or joined by a statement-local object (resultset,
     variable...), are never cut apart, so a piece's end-to-end view and process entities are those of the
     whole. A piece carries the datasets and processes its relations name; the last piece holds every
-    dataset, process and procedure and all the problems. :func:`~atlas_bridge.model.merge_lineage` of the
+    process and procedure and all the problems; the datasets come in pieces of about as many columns before
+    it (and in the relations' pieces, those they name). :func:`~atlas_bridge.model.merge_lineage` of the
     pieces equals :func:`extract_sqlflow_lineage`. ``chunk_relations=None`` gives one piece. A document
     with table-level relations (few, and aggregated over the whole document) is one piece.
 
@@ -1867,6 +1868,7 @@ class _Builder:
             msg = f"SQLFlow document does not form a consistent lineage: {e}"
             raise ExtractionError(msg, file=self.file) from e
         self.relations = []
+        self.datasets = {}  # in the lineage now
         logger.debug(
             "read SQLFlow %s: %d datasets, %d processes, %d relations, %d problems",
             self.file or "<input>",
@@ -1935,7 +1937,17 @@ class _Builder:
         self._quiet = False
         if piece:
             yield _piece(piece, datasets, processes)
-        yield ExtractionResult(lineage=final, problems=problems)
+        del piece, waiting, datasets
+        # The datasets too, about as many columns at a time: their entity records are the rest of the bulk.
+        batch: list[Dataset] = []
+        weight = 0
+        for ds in final.datasets:
+            batch.append(ds)
+            weight += 1 + len(ds.columns)
+            if weight >= chunk_relations:
+                yield ExtractionResult(lineage=Lineage(datasets=tuple(batch)))
+                batch, weight = [], 0
+        yield ExtractionResult(lineage=final.model_copy(update={"datasets": tuple(batch)}), problems=problems)
 
 
 def _piece(
