@@ -173,6 +173,15 @@ def test_lineage_of_a_big_script_piece_by_piece_is_the_lineage_of_the_whole(
     assert whole.exit_code == pieces.exit_code == 1  # the one broken statement
     assert pieces.output == whole.output
     assert f"{script}:299" in pieces.output  # its problem, at its line in the file
+    # Printed end to end, each piece is collapsed as it comes (a big script's resultsets are never all held):
+    # the same output as collapsing the merged pieces.
+    from atlas_bridge.model import merge_lineage
+
+    collapsed = CliRunner().invoke(cli, ["lineage", str(script), "--format", "json", "--end-to-end"])
+    kept = lineage_cli._read_sql(script, None, None, None)
+    expected = lineage_cli._render(merge_lineage([kept.lineage]), "json", "column", False)
+    assert expected in collapsed.output
+    assert '"relations"' in expected
 
 
 class _Discard:
