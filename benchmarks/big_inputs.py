@@ -36,10 +36,12 @@ BENCH = next(
     ROOT.parent / "shared" / "bench",
 )
 
-SQLFLOW_BYTES_PER_INPUT_BYTE = 12.0
-"""Peak RSS (over the child's start-up RSS) per byte of a SQLFlow export read as ``scan`` reads it."""
-SQLFLOW_S_PER_MB = 1.5
-"""Seconds per MB of SQLFlow export (single core)."""
+SQLFLOW_BYTES_PER_INPUT_BYTE = {"xml": 12.0, "json": 16.0}
+"""Peak RSS (over the child's start-up RSS) per byte of a SQLFlow export read as ``scan`` reads it. XML is
+read as a stream; JSON is parsed whole first (the standard library has no streaming parser)."""
+SQLFLOW_S_PER_MB = 2.5
+"""CPU seconds per MB of SQLFlow export (one process; CPU time, so that other work on the machine does not
+count)."""
 SCRIPT_PEAK_MB = 1024
 """Peak RSS of the ``scan`` driver, of any Python worker and of ``lineage`` for the 5 MB script."""
 SCRIPT_CPU_MS_PER_STATEMENT = 4.0
@@ -232,14 +234,14 @@ def bench_sqlflow(statements: int, tmp: Path) -> bool:
         r = _child(_SQLFLOW_CHILD, str(path))
         grown = (r["peak_kb"] - r["start_kb"]) * 1024
         per_byte = grown / size
-        per_mb = r["s"] / (size / 1e6)
-        good = per_byte <= SQLFLOW_BYTES_PER_INPUT_BYTE and per_mb <= SQLFLOW_S_PER_MB
+        per_mb = r["cpu_s"] / (size / 1e6)
+        good = per_byte <= SQLFLOW_BYTES_PER_INPUT_BYTE[fmt] and per_mb <= SQLFLOW_S_PER_MB
         ok &= good
         print(
-            f"  {fmt:4} {size / 1e6:6.1f} MB: {r['s']:6.1f} s "
-            f"({per_mb:.2f} s/MB, budget {SQLFLOW_S_PER_MB}); "
+            f"  {fmt:4} {size / 1e6:6.1f} MB: {r['s']:6.1f} s wall, {r['cpu_s']:.1f} s CPU "
+            f"({per_mb:.2f} CPU s/MB, budget {SQLFLOW_S_PER_MB}); "
             f"peak RSS {r['peak_kb'] / 1024:7.0f} MB (start {r['start_kb'] / 1024:.0f} MB) = "
-            f"{per_byte:5.1f} B per input byte (budget {SQLFLOW_BYTES_PER_INPUT_BYTE}); "
+            f"{per_byte:5.1f} B per input byte (budget {SQLFLOW_BYTES_PER_INPUT_BYTE[fmt]}); "
             f"{r['pieces']} piece(s), {r['statements']} statements, {r['relations']} relations, "
             f"{r['problems']} problems  {'ok' if good else 'OVER BUDGET'}"
         )

@@ -224,3 +224,21 @@ def test_the_estimate_of_statements_follows_the_input_bytes_done() -> None:
     assert statement_progress(150, 1_000, 4_000) == (150, 600)  # a quarter of the bytes: 4x the statements
     assert statement_progress(150, 4_000, 4_000) == (150, 150)  # all done: exact
     assert statement_progress(0, 0, 4_000) == (0, 0)  # nothing finished: no guess
+
+
+def test_lineage_of_a_file_with_crashing_statements_keeps_the_good_ones_without_a_traceback(
+    tmp_path: Path,
+) -> None:
+    script = tmp_path / "mixed.sql"
+    script.write_text(
+        "INSERT INTO keep_one (a) SELECT x FROM src_one;\nDATE_SUB(;\nSELECT '\ud800' AS x FROM s;\n"
+        "INSERT INTO keep_two (b) SELECT z FROM src_two;\n",
+        encoding="utf-8",
+        errors="surrogatepass",
+    )
+    result = CliRunner().invoke(cli, ["lineage", str(script), "--dialect", "mysql"])
+    assert result.exit_code == 1, result.output  # the bad statements are errors ...
+    assert "Traceback" not in result.output
+    assert "src_one.x -> fdd -> keep_one.a" in result.output  # ... and their neighbours keep their lineage
+    assert "src_two.z -> fdd -> keep_two.b" in result.output
+    assert f"{script}:2" in result.output
