@@ -28,7 +28,43 @@ def extract_unit(unit: WorkUnit, options: ScanOptions, schema: SchemaIndex | Non
     ``options.schema``). Problem messages are made printable: a message may quote input, and input may
     hold control bytes.
     """
-    result = _extract_unit(unit, options, schema)
+    return _printable(_extract_unit(unit, options, schema))
+
+
+def unit_results(
+    unit: WorkUnit, options: ScanOptions, schema: SchemaIndex | None = None
+) -> Iterator[UnitResult]:
+    """:func:`extract_unit`, in pieces for a SQLFlow export (a big one is never one model in memory)."""
+    if unit.file.kind != InputKind.SQLFLOW:
+        yield extract_unit(unit, options, schema)
+        return
+    from atlas_bridge.sqlflow.read import iter_sqlflow_lineage
+
+    f = unit.file
+    try:
+        pieces = iter_sqlflow_lineage(
+            read_unit(unit), file=f.name, chunk_relations=options.sqlflow_chunk_relations
+        )
+        previous: ExtractionResult | None = None
+        for piece in pieces:  # the last piece holds every process: the statements are counted there
+            if previous is not None:
+                yield _printable(UnitResult(f.name, f.kind, previous.lineage))
+            previous = piece
+        if previous is not None:
+            problems = [p if p.file else p.model_copy(update={"file": f.name}) for p in previous.problems]
+            lineage = previous.lineage
+            yield _printable(UnitResult(f.name, f.kind, lineage, len(lineage.processes), problems))
+    except AtlasBridgeError as e:
+        yield _printable(
+            UnitResult(f.name, f.kind, Lineage(), problems=[make_problem(str(e), f.name, kind="input")])
+        )
+    except Exception as e:  # one bad file must not end the job
+        logger.exception("extraction of %s failed", f.name)
+        msg = f"internal error: {e.__class__.__name__}: {e}"
+        yield UnitResult(f.name, f.kind, Lineage(), problems=[make_problem(msg, f.name, kind="internal")])
+
+
+def _printable(result: UnitResult) -> UnitResult:
     for i, p in enumerate(result.problems):
         clean = printable(p.message, 500)
         if clean != p.message:
@@ -177,12 +213,11 @@ def extract_partition(
     cpu0 = time.process_time()
     files: dict[str, dict[str, Any]] = {}
     problems: list[Problem] = []
-    for unit in units:
-        r = extract_unit(unit, options, schema)
+    for first, r in ((i == 0, r) for u in units for i, r in enumerate(unit_results(u, options, schema))):
         problems.extend(r.problems)
         entry = files.setdefault(r.file, {"kind": r.kind, "statements": 0, "units": 0, "users": []})
         entry["statements"] += r.statements
-        entry["units"] += 1
+        entry["units"] += 1 if first else 0
         entry["users"] = sorted(set(entry["users"]) | r.users)
         for key, pick in (("first_time_ms", min), ("last_time_ms", max)):
             value = getattr(r, key)

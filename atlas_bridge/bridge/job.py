@@ -10,7 +10,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -255,17 +255,29 @@ def extract_entities(
     )
     # The schema travels in the broadcast, not in every task's closure.
     opts = dataclasses.replace(options, schema=None) if bc is not None else options
+    # Progress counts statements: each task adds its statements and input bytes when it ends (Spark
+    # accumulators reach the driver as tasks finish), the input bytes left give the estimate of the rest.
+    done_statements = sc.accumulator(0)
+    done_bytes = sc.accumulator(0)
+    total_bytes = sum(_unit_bytes(u) for u in units)
 
     def run(items: Iterable[list[WorkUnit]]) -> Iterator[tuple[str, str]]:
         index = _worker_index(bc) if bc is not None else None
         for group in items:
-            yield from extract_partition(group, opts, ns, index)
+            statements = 0
+            for tag, payload in extract_partition(group, opts, ns, index):
+                if tag == "header":
+                    statements = sum(int(f["statements"]) for f in json.loads(payload)["files"].values())
+                yield tag, payload
+            done_statements.add(statements)
+            done_bytes.add(sum(_unit_bytes(u) for u in group))
 
     rdd = sc.parallelize(groups, len(groups)).mapPartitions(run).persist(StorageLevel.MEMORY_AND_DISK)
     try:
         t0 = time.perf_counter()
         sc.setJobDescription(f"atlas-bridge scan: extract lineage from {len(units)} input(s)")
-        with _ProgressTracker(spark, len(groups), progress):
+        counted = (lambda: int(done_statements.value), lambda: int(done_bytes.value), total_bytes)
+        with _ProgressTracker(spark, len(groups), progress, counted):
             rdd.count()
         sc.setJobDescription(None)  # type: ignore[arg-type]  # None clears it
         stats.extract_s = time.perf_counter() - t0
@@ -299,13 +311,40 @@ def extract_entities(
     return stats
 
 
-class _ProgressTracker:
-    """Polls Spark's status tracker in a thread while a job runs: completed tasks = partitions done."""
+def _unit_bytes(unit: WorkUnit) -> int:
+    end = unit.end if unit.end >= 0 else unit.file.size
+    return max(end - unit.start, 1)
 
-    def __init__(self, spark: SparkSession, total: int, progress: Progress | None) -> None:
+
+def statement_progress(statements: int, done_bytes: int, total_bytes: int) -> tuple[int, int]:
+    """(statements done, estimated statements in all): the rest estimated from the input bytes left.
+
+    >>> statement_progress(500, 1_000, 4_000)
+    (500, 2000)
+    >>> statement_progress(0, 0, 4_000), statement_progress(1_900, 4_000, 4_000)
+    ((0, 0), (1900, 1900))
+    """
+    if done_bytes <= 0:
+        return statements, 0
+    if done_bytes >= total_bytes:
+        return statements, statements
+    return statements, max(statements, round(statements * total_bytes / done_bytes))
+
+
+class _ProgressTracker:
+    """Polls, while a job runs, the statements the finished tasks extracted and their input bytes."""
+
+    def __init__(
+        self,
+        spark: SparkSession,
+        total: int,
+        progress: Progress | None,
+        counted: tuple[Callable[[], int], Callable[[], int], int],
+    ) -> None:
         self._sc = spark.sparkContext
         self._total = total
         self._progress = progress
+        self._statements, self._bytes, self._total_bytes = counted
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -318,27 +357,41 @@ class _ProgressTracker:
         self._stop.set()
         if self._thread is not None:
             self._thread.join()
-        if self._progress is not None and exc[0] is None:
-            self._progress("extract", self._total, self._total)
-        logger.info("extraction: %d/%d partition(s) done", self._total, self._total)
+        if exc[0] is None:
+            statements = self._statements()
+            if self._progress is not None:
+                self._progress("extract", statements, statements)
+            logger.info(
+                "extraction: %d statement(s) done, %d/%d partition(s)", statements, self._total, self._total
+            )
 
     def _poll(self) -> None:
         tracker = self._sc.statusTracker()
         last_log = time.monotonic()
-        last_done = -1
+        last: tuple[int, int] | None = None
         while not self._stop.wait(0.5):
-            done = 0
+            tasks = 0
             try:
+                statements, done_bytes = self._statements(), self._bytes()
                 for stage_id in tracker.getActiveStageIds():
                     info = tracker.getStageInfo(stage_id)
                     if info is not None and info.numTasks == self._total:
-                        done = max(done, info.numCompletedTasks)
+                        tasks = max(tasks, info.numCompletedTasks)
             except Exception:  # the tracker is best effort; a gateway hiccup must not end the scan
                 logger.debug("status tracker failed", exc_info=True)
                 continue
-            if done != last_done and self._progress is not None:
-                self._progress("extract", done, self._total)
-            last_done = done
+            done, total = statement_progress(statements, done_bytes, self._total_bytes)
+            if (done, total) != last and self._progress is not None:
+                self._progress("extract", done, total)
+            last = (done, total)
             if time.monotonic() - last_log >= 10:
-                logger.info("extraction: %d/%d partition(s) done", done, self._total)
+                logger.info(
+                    "extraction: %d statement(s) done (of about %s), %d/%d partition(s), %.1f of %.1f MB",
+                    done,
+                    total or "?",
+                    tasks,
+                    self._total,
+                    done_bytes / 1e6,
+                    self._total_bytes / 1e6,
+                )
                 last_log = time.monotonic()

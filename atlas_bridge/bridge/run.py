@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
 import os
@@ -144,6 +145,11 @@ def scan(
             stats.problems.extend(
                 Problem(message=m, severity=Severity.WARNING, kind="schema") for m in schema_warnings
             )
+        except KeyboardInterrupt:
+            # Ctrl-C: cancelling the job makes the JVM log broken broadcasts and tasks, with Java stack
+            # traces, on the way out. Nothing in them helps once "interrupted" is said: silence log4j first.
+            quiet_interrupted(session)
+            raise
         finally:
             if own_session:
                 session.stop()
@@ -190,6 +196,21 @@ def scan(
     if dstats.kept:
         dstats.kept_dir = str(getattr(delivery, "unsent_dir", ""))
     return ScanSummary(delivery.target, files, notes, stats, counts, dstats, timings)
+
+
+def quiet_interrupted(session: Any) -> None:
+    """Turn the JVM's logging off, send what it prints on its own (stack traces of its thread pools
+    shutting down under cancelled tasks) nowhere, and cancel the running jobs; best effort (the gateway
+    may be gone)."""
+    sc = session.sparkContext
+
+    def no_stderr() -> None:
+        jvm = sc._jvm
+        jvm.System.setErr(jvm.java.io.PrintStream(jvm.java.io.OutputStream.nullOutputStream()))
+
+    for step in (lambda: sc.setLogLevel("OFF"), no_stderr, sc.cancelAllJobs):
+        with contextlib.suppress(Exception):
+            step()
 
 
 def _record_and_prune(

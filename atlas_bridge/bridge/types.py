@@ -46,6 +46,8 @@ class ScanOptions:
     """Query logs larger than this are cut into line-aligned byte ranges of about this size."""
     sql_chunk_bytes: int = 256 * 1024
     """Plain SQL scripts larger than this are cut into pieces of about this size at statement ends."""
+    sqlflow_chunk_relations: int = 5_000
+    """A SQLFlow export is read and converted this many relations at a time (whole statements)."""
     partition_bytes: int = 1024 * 1024
     """Input bytes per Spark partition (at least 4 partitions per core are used)."""
     learn_schema: bool = True

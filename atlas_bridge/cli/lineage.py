@@ -21,11 +21,19 @@ _SQLFLOW_SUFFIXES = (".xml", ".json")
 
 
 def _read_sql(
-    path: Path, dialect: str | None, schema: dict[str, Any] | SchemaIndex | None, default_db: str | None
+    path: Path,
+    dialect: str | None,
+    schema: dict[str, Any] | SchemaIndex | None,
+    default_db: str | None,
+    *,
+    collapse: bool = False,
 ) -> ExtractionResult:
+    """A script's lineage; a big plain script piece by piece. ``collapse``: only the end-to-end view will be
+    printed, so each piece is collapsed as it comes (its resultsets and their edges are not kept)."""
     from atlas_bridge.bridge.extract import dialect_hint
     from atlas_bridge.bridge.inputs import count_statements, split_script
     from atlas_bridge.extractors.sql import extract_sql_lineage
+    from atlas_bridge.graph import end_to_end
 
     text = path.read_text(encoding="utf-8", errors="replace")
     pieces = split_script(text, _PIECE_CHARS) if len(text) > _PIECE_CHARS else []
@@ -41,7 +49,7 @@ def _read_sql(
         result = extract_sql_lineage(
             prelude + "\n" * (first_line - 1) + piece, dialect, schema, default_db, file=str(path)
         )
-        parts.append(result.lineage)
+        parts.append(end_to_end(result.lineage) if collapse else result.lineage)
         shift = before - (1 if prelude else 0)
         problems.extend(
             p.model_copy(update={"statement_index": p.statement_index + shift})
@@ -197,12 +205,15 @@ def lineage_command(
     parts: list[Lineage] = []
     problems: list[Problem] = []
     failed = False
+    chained = fmt != "text" if chain is None else chain
+    # Printed end to end only (text, or json without chains): a big script's pieces collapse as they come.
+    collapse = fmt in ("text", "json") and level == "column" and not chained
     for path in files:
         try:
             if path.suffix.lower() in _SQLFLOW_SUFFIXES:
                 result = _read_sqlflow(path)
             else:
-                result = _read_sql(path, dialect, index, default_db)
+                result = _read_sql(path, dialect, index, default_db, collapse=collapse)
         except (AtlasBridgeError, OSError, ImportError) as e:
             click.echo(f"{path}: error: {e}", err=True)
             failed = True
@@ -215,7 +226,7 @@ def lineage_command(
     try:
         names = [p.name for p in files]
         title = "Lineage: " + ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
-        out = _render(merge_lineage(parts), fmt, level, fmt != "text" if chain is None else chain, title)
+        out = _render(merge_lineage(parts), fmt, level, chained, title)
     except ImportError as e:
         msg = f"--format {fmt} is not available: {e}"
         raise click.UsageError(msg) from e

@@ -18,7 +18,7 @@ from atlas_bridge.errors import AtlasAuthError, AtlasBridgeError, AtlasUnavailab
 
 logger = logging.getLogger(__name__)
 
-_PHASES = {"extract": "extract (partitions)", "merge": "merge (partitions)", "deliver": "deliver (batches)"}
+_PHASES = {"extract": "extract (statements)", "merge": "merge (partitions)", "deliver": "deliver (batches)"}
 
 
 def register(group: click.Group) -> None:
