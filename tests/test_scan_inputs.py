@@ -173,3 +173,72 @@ def test_lineage_of_a_big_script_piece_by_piece_is_the_lineage_of_the_whole(
     assert whole.exit_code == pieces.exit_code == 1  # the one broken statement
     assert pieces.output == whole.output
     assert f"{script}:299" in pieces.output  # its problem, at its line in the file
+    # Printed end to end, each piece is collapsed as it comes (a big script's resultsets are never all held):
+    # the same output as collapsing the merged pieces.
+    from atlas_bridge.model import merge_lineage
+
+    collapsed = CliRunner().invoke(cli, ["lineage", str(script), "--format", "json", "--end-to-end"])
+    kept = lineage_cli._read_sql(script, None, None, None)
+    expected = lineage_cli._render(merge_lineage([kept.lineage]), "json", "column", False)
+    assert expected in collapsed.output
+    assert '"relations"' in expected
+
+
+class _Discard:
+    target = "memory:progress"
+
+    def send(self, b: dict) -> None:  # type: ignore[type-arg]
+        return None
+
+    def close(self) -> None:
+        pass
+
+
+@pytest.mark.spark
+def test_progress_of_a_big_script_in_pieces_counts_statements_not_partitions(
+    spark: object, tmp_path: Path
+) -> None:
+    script = tmp_path / "big.sql"
+    script.write_text(_big_script(600), encoding="utf-8")
+    calls: list[tuple[str, int, int]] = []
+    summary = bridge.scan(
+        [str(script)],
+        _Discard(),  # type: ignore[arg-type]
+        namespace="progress",
+        spark=spark,  # type: ignore[arg-type]
+        options=ScanOptions(sql_chunk_bytes=4096, partition_bytes=8192),
+        progress=lambda *c: calls.append(c),
+    )
+    extract = [(d, t) for phase, d, t in calls if phase == "extract"]
+    assert summary.extract.partitions > 2  # one script, over several partitions
+    assert extract[-1] == (602, 602) == (summary.extract.statements, summary.extract.statements)
+    assert all(d <= t for d, t in extract[:-1])
+    assert all(
+        t == 0 or t >= 100 for _, t in extract
+    )  # statements (an estimate until the end), not partitions
+
+
+def test_the_estimate_of_statements_follows_the_input_bytes_done() -> None:
+    from atlas_bridge.bridge.job import statement_progress
+
+    assert statement_progress(150, 1_000, 4_000) == (150, 600)  # a quarter of the bytes: 4x the statements
+    assert statement_progress(150, 4_000, 4_000) == (150, 150)  # all done: exact
+    assert statement_progress(0, 0, 4_000) == (0, 0)  # nothing finished: no guess
+
+
+def test_lineage_of_a_file_with_crashing_statements_keeps_the_good_ones_without_a_traceback(
+    tmp_path: Path,
+) -> None:
+    script = tmp_path / "mixed.sql"
+    script.write_text(
+        "INSERT INTO keep_one (a) SELECT x FROM src_one;\nDATE_SUB(;\nSELECT '\ud800' AS x FROM s;\n"
+        "INSERT INTO keep_two (b) SELECT z FROM src_two;\n",
+        encoding="utf-8",
+        errors="surrogatepass",
+    )
+    result = CliRunner().invoke(cli, ["lineage", str(script), "--dialect", "mysql"])
+    assert result.exit_code == 1, result.output  # the bad statements are errors ...
+    assert "Traceback" not in result.output
+    assert "src_one.x -> fdd -> keep_one.a" in result.output  # ... and their neighbours keep their lineage
+    assert "src_two.z -> fdd -> keep_two.b" in result.output
+    assert f"{script}:2" in result.output

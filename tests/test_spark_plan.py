@@ -15,6 +15,7 @@ from atlas_bridge.extractors.spark_plan import (
     plan_signature,
     write_priority,
 )
+from atlas_bridge.graph import end_to_end
 from atlas_bridge.model import ExtractionResult, Lineage
 
 DATA = Path(__file__).parent / "data" / "spark"
@@ -264,3 +265,22 @@ def test_deterministic() -> None:
 )
 def test_normalize_uri(uri: str, expected: str) -> None:
     assert normalize_uri(uri) == expected
+
+
+def test_correlated_subqueries_restrict_on_both_sides() -> None:
+    """EXISTS / NOT EXISTS / IN / NOT IN subqueries and LEFT SEMI / ANTI joins (issue 12, group 9): the outer
+    column the subquery is correlated with (``outer(o.order_id)``, a leaf with its attribute in ``e``)
+    restricts the written rows as the inner one does."""
+    events = load("correlated_subqueries")["events"]
+    assert len(events) == 6
+    for event in events:
+        got = lines(end_to_end(run(event).lineage))
+        rows = "table:default.tgt.PseudoRows"
+        restricting = {src for typ, src, tgt, _ in got if typ == "fdr" and tgt == rows}
+        where = event["analyzed_treeString"].splitlines()[3]
+        assert {"table:default.orders.order_id", "table:default.shipments.order_id"} <= restricting, where
+        values = {(src, tgt) for typ, src, tgt, _ in got if typ == "fdd"}
+        assert values == {
+            ("table:default.orders.order_id", "table:default.tgt.order_id"),
+            ("table:default.orders.amount", "table:default.tgt.amount"),
+        }

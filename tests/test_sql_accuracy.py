@@ -4,8 +4,11 @@ Each line of tests/data/sql/accuracy/*.jsonl is one case: ``dialect``, ``sql``, 
 ``reads`` and ``writes``, and its end-to-end column edges (``columns``: ``src.col -> fdd|fdr -> tgt.col``,
 PseudoRows edges left out; a query's own resultset is named as the extractor names it, e.g. ``RS-1``).
 Optional: ``flows`` (lines ``src.col -> v2 flow -> tgt.col`` that must be present, PseudoRows included) and
-``dataset_columns`` (a written dataset's columns, in order). Every case must match exactly; the score per
-group is printed so a failing run shows how far each group is.
+``dataset_columns`` (a written dataset's columns, in order), ``schema`` (passed to the extractor), ``note``
+(a judgement in words) and ``known_miss`` (why the extractor is still wrong: the case keeps the correct
+expectation and is a strict xfail, so a fix shows up). Every other case must match exactly; the score per
+group is printed so a failing run shows how far each group is. ``benchmarks/accuracy.py`` scores the same
+cases at table and column level.
 """
 
 from __future__ import annotations
@@ -84,11 +87,13 @@ def _mismatches(case: dict[str, Any]) -> list[str]:
 
 def test_case_files_are_well_formed() -> None:
     """Every case names a group and a known dialect and has the three expectations; several dialects."""
-    assert len(CASES) >= 30
+    assert len(CASES) >= 300  # issue 12: at least 300 reviewed cases over at least 8 dialects
+    assert len({c["dialect"] for c in CASES}) >= 8
     ids = Counter(c["id"] for c in CASES)
     assert [i for i, n in ids.items() if n > 1] == []
     for case in CASES:
         assert {"id", "group", "dialect", "sql", "reads", "writes", "columns"} <= set(case), case["where"]
+        assert case.get("known_miss", "x").strip(), f"{case['where']}: known_miss must say why"
     for group, dialects in _dialects_by_group().items():
         assert len(dialects) >= 3, f"group {group} in fewer than 3 dialects: {sorted(dialects)}"
 
@@ -100,20 +105,32 @@ def _dialects_by_group() -> dict[str, set[str]]:
     return out
 
 
-@pytest.mark.parametrize("case", CASES, ids=[c["id"] for c in CASES])
+def _param(case: dict[str, Any]) -> Any:
+    marks = [pytest.mark.xfail(reason=case["known_miss"], strict=True)] if "known_miss" in case else []
+    return pytest.param(case, id=case["id"], marks=marks)
+
+
+@pytest.mark.parametrize("case", [_param(c) for c in CASES])
 def test_accuracy_case(case: dict[str, Any]) -> None:
     assert _mismatches(case) == [], case["where"]
 
 
 def test_scores_by_group(capsys: pytest.CaptureFixture[str]) -> None:
-    """Exact-match rate per group (printed); every group at 100 %."""
+    """Exact-match rate per group (printed); every group at 100 % but its known misses, which still miss."""
     total: Counter[str] = Counter()
     exact: Counter[str] = Counter()
+    known: Counter[str] = Counter()
     for case in CASES:
         group = str(case["group"])
         total[group] += 1
-        exact[group] += not _mismatches(case)
+        hit = not _mismatches(case)
+        exact[group] += hit
+        known[group] += "known_miss" in case
+        assert hit != ("known_miss" in case), case["where"]
     with capsys.disabled():
         for group in sorted(total):
-            print(f"\naccuracy group {group}: {exact[group]}/{total[group]} exact (goal: all)")
-    assert exact == total
+            print(
+                f"\naccuracy group {group}: {exact[group]}/{total[group]} exact"
+                f" ({known[group]} known misses; goal: all)"
+            )
+    assert exact + known == total

@@ -15,17 +15,56 @@ from atlas_bridge.bridge.inputs import count_statements, decode_text, make_probl
 from atlas_bridge.bridge.querylog import read_query_log
 from atlas_bridge.bridge.types import InputKind, ScanOptions, UnitResult, WorkUnit
 from atlas_bridge.errors import AtlasBridgeError
+from atlas_bridge.extractors.sql.schema import SchemaIndex
 from atlas_bridge.model import ExtractionResult, Lineage, Problem, merge_lineage
 
 logger = logging.getLogger(__name__)
 
 
-def extract_unit(unit: WorkUnit, options: ScanOptions) -> UnitResult:
+def extract_unit(unit: WorkUnit, options: ScanOptions, schema: SchemaIndex | None = None) -> UnitResult:
     """Read one unit and extract its lineage; never raises (failures become problems naming the file).
 
-    Problem messages are made printable: a message may quote input, and input may hold control bytes.
+    ``schema``: the index built once per worker from the learned and the given schema (it replaces
+    ``options.schema``). Problem messages are made printable: a message may quote input, and input may
+    hold control bytes.
     """
-    result = _extract_unit(unit, options)
+    return _printable(_extract_unit(unit, options, schema))
+
+
+def unit_results(
+    unit: WorkUnit, options: ScanOptions, schema: SchemaIndex | None = None
+) -> Iterator[UnitResult]:
+    """:func:`extract_unit`, in pieces for a SQLFlow export (a big one is never one model in memory)."""
+    if unit.file.kind != InputKind.SQLFLOW:
+        yield extract_unit(unit, options, schema)
+        return
+    from atlas_bridge.sqlflow.read import iter_sqlflow_lineage
+
+    f = unit.file
+    try:
+        pieces = iter_sqlflow_lineage(
+            read_unit(unit), file=f.name, chunk_relations=options.sqlflow_chunk_relations
+        )
+        previous: ExtractionResult | None = None
+        for piece in pieces:  # the last piece holds every process: the statements are counted there
+            if previous is not None:
+                yield _printable(UnitResult(f.name, f.kind, previous.lineage))
+            previous = piece
+        if previous is not None:
+            problems = [p if p.file else p.model_copy(update={"file": f.name}) for p in previous.problems]
+            lineage = previous.lineage
+            yield _printable(UnitResult(f.name, f.kind, lineage, len(lineage.processes), problems))
+    except AtlasBridgeError as e:
+        yield _printable(
+            UnitResult(f.name, f.kind, Lineage(), problems=[make_problem(str(e), f.name, kind="input")])
+        )
+    except Exception as e:  # one bad file must not end the job
+        logger.exception("extraction of %s failed", f.name)
+        msg = f"internal error: {e.__class__.__name__}: {e}"
+        yield UnitResult(f.name, f.kind, Lineage(), problems=[make_problem(msg, f.name, kind="internal")])
+
+
+def _printable(result: UnitResult) -> UnitResult:
     for i, p in enumerate(result.problems):
         clean = printable(p.message, 500)
         if clean != p.message:
@@ -33,15 +72,15 @@ def extract_unit(unit: WorkUnit, options: ScanOptions) -> UnitResult:
     return result
 
 
-def _extract_unit(unit: WorkUnit, options: ScanOptions) -> UnitResult:
+def _extract_unit(unit: WorkUnit, options: ScanOptions, schema: SchemaIndex | None) -> UnitResult:
     f = unit.file
     try:
         if f.kind == InputKind.SQL:
-            return _extract_sql_file(unit, options)
+            return _extract_sql_file(unit, options, schema)
         if f.kind == InputKind.SQLFLOW:
             return _extract_sqlflow_file(unit)
         if f.kind == InputKind.QUERY_LOG:
-            return _extract_query_log(unit, options)
+            return _extract_query_log(unit, options, schema)
         msg = f"unknown input kind {f.kind!r}"
         return UnitResult(f.name, f.kind, Lineage(), problems=[make_problem(msg, f.name, kind="input")])
     except AtlasBridgeError as e:
@@ -52,13 +91,19 @@ def _extract_unit(unit: WorkUnit, options: ScanOptions) -> UnitResult:
         return UnitResult(f.name, f.kind, Lineage(), problems=[make_problem(msg, f.name, kind="internal")])
 
 
-def _extract_sql_file(unit: WorkUnit, options: ScanOptions) -> UnitResult:
+def _schema_of(options: ScanOptions, schema: SchemaIndex | None) -> SchemaIndex | dict[str, Any] | None:
+    if schema is not None:
+        return schema
+    return dict(options.schema) if options.schema is not None else None
+
+
+def _extract_sql_file(unit: WorkUnit, options: ScanOptions, base: SchemaIndex | None) -> UnitResult:
     from atlas_bridge.extractors.sql import extract_sql_lineage
 
     name = unit.file.name
     problems: list[Problem] = []
     text = decode_text(read_unit(unit), name, problems)
-    schema = dict(options.schema) if options.schema is not None else None
+    schema = _schema_of(options, base)
     dialect = unit.dialect or dialect_hint(text) or options.dialect
     statements = count_statements(text)
     if unit.first_line > 1 or unit.prelude:
@@ -103,14 +148,16 @@ def _extract_sqlflow_file(unit: WorkUnit) -> UnitResult:
     return UnitResult(name, unit.file.kind, result.lineage, len(result.lineage.processes), problems)
 
 
-def _extract_query_log(unit: WorkUnit, options: ScanOptions) -> UnitResult:
+def _extract_query_log(unit: WorkUnit, options: ScanOptions, base: SchemaIndex | None) -> UnitResult:
     from atlas_bridge.extractors.sql import extract_sql_lineage
 
     name = unit.file.name
     problems: list[Problem] = []
     parts: list[Lineage] = []
     out = UnitResult(name, unit.file.kind, Lineage())
-    schema = dict(options.schema) if options.schema is not None else None
+    given = _schema_of(options, base)
+    # One index for the whole log (each record's own DDL goes into a layer of its own over it).
+    schema = given if isinstance(given, SchemaIndex) or not given else SchemaIndex(given)
     for rec in read_query_log(unit, options, problems):
         out.statements += 1
         if rec.user:
@@ -146,7 +193,10 @@ def _extract_query_log(unit: WorkUnit, options: ScanOptions) -> UnitResult:
 
 
 def extract_partition(
-    units: Iterable[WorkUnit], options: ScanOptions, namespace: str = "default"
+    units: Iterable[WorkUnit],
+    options: ScanOptions,
+    namespace: str = "default",
+    schema: SchemaIndex | None = None,
 ) -> Iterator[tuple[str, str]]:
     """Executor side: extract each unit and convert it to Atlas entity records on its own.
 
@@ -163,12 +213,11 @@ def extract_partition(
     cpu0 = time.process_time()
     files: dict[str, dict[str, Any]] = {}
     problems: list[Problem] = []
-    for unit in units:
-        r = extract_unit(unit, options)
+    for first, r in ((i == 0, r) for u in units for i, r in enumerate(unit_results(u, options, schema))):
         problems.extend(r.problems)
         entry = files.setdefault(r.file, {"kind": r.kind, "statements": 0, "units": 0, "users": []})
         entry["statements"] += r.statements
-        entry["units"] += 1
+        entry["units"] += 1 if first else 0
         entry["users"] = sorted(set(entry["users"]) | r.users)
         for key, pick in (("first_time_ms", min), ("last_time_ms", max)):
             value = getattr(r, key)

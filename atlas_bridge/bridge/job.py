@@ -10,15 +10,17 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from atlas_bridge.bridge.extract import extract_partition
 from atlas_bridge.bridge.inputs import partition_units
 from atlas_bridge.bridge.merge import EntityCollector
+from atlas_bridge.bridge.schema import UnitSchema, schema_index
 from atlas_bridge.bridge.types import Progress, ScanOptions, WorkUnit
 from atlas_bridge.errors import ConfigError
+from atlas_bridge.extractors.sql.schema import LearnedTable, SchemaIndex, TableKey
 from atlas_bridge.model import Problem
 
 if TYPE_CHECKING:
@@ -87,6 +89,20 @@ def running_session() -> SparkSession | None:
 
 
 @dataclasses.dataclass
+class SchemaStats:
+    """What the learning pass did (the report's ``schema`` entry)."""
+
+    tables: int = 0
+    pending: int = 0
+    rounds: int = 0
+    pass_s: float = 0.0
+    fixed_point_s: float = 0.0
+    from_atlas: int = 0
+    on_driver: bool = False
+    """Learned on the driver (small inputs), not in a Spark pass."""
+
+
+@dataclasses.dataclass
 class ExtractStats:
     """What the extraction phase saw, summed over partitions."""
 
@@ -98,6 +114,8 @@ class ExtractStats:
     partitions: int = 0
     extract_s: float = 0.0
     merge_s: float = 0.0
+    schema: SchemaStats | None = None
+    """The schema learned before extraction (None: not learned)."""
 
     @property
     def statements(self) -> int:
@@ -120,6 +138,86 @@ class ExtractStats:
         self.executor_cpu_s += float(header.get("cpu_s", 0.0))
 
 
+def _partitions(
+    spark: SparkSession, units: Sequence[WorkUnit], options: ScanOptions, partitions: int | None
+) -> int:
+    if partitions is not None:
+        return partitions
+    # Enough to balance the cores, and small enough that one partition's result stays small.
+    total = sum(max(u.end - u.start, 1) for u in units)
+    return max(max(1, spark.sparkContext.defaultParallelism) * 4, -(-total // options.partition_bytes))
+
+
+def learn_schema_job(
+    spark: SparkSession,
+    units: Sequence[WorkUnit],
+    options: ScanOptions,
+    *,
+    partitions: int | None = None,
+) -> tuple[list[LearnedTable], SchemaStats, list[TableKey]]:
+    """The schema the estate's own DDL defines: CREATE statements read on the executors (one Spark pass;
+    only what each unit defines comes back, and the CREATE text of units whose views / CTAS are unresolved),
+    or on the driver for inputs up to ``options.schema_driver_bytes``; then the fixed point on the driver
+    (:mod:`atlas_bridge.bridge.schema`). Also the tables the inputs read, when ``options.tables_read``."""
+    from atlas_bridge.bridge.schema import fixed_point, learn_unit
+
+    t0 = time.perf_counter()
+    stats = SchemaStats()
+    if not units:
+        return [], stats, []
+    opts = options
+
+    def run(items: Iterable[list[WorkUnit]]) -> Iterator[UnitSchema]:
+        base = SchemaIndex(opts.schema, opts.default_db) if opts.schema else None
+        for group in items:
+            for unit in group:
+                yield learn_unit(unit, opts, base)
+
+    total = sum(u.file.size if u.end < 0 else u.end - u.start for u in units)
+    if total <= options.schema_driver_bytes:
+        stats.on_driver = True
+        results = list(run([list(units)]))
+    else:
+        sc = spark.sparkContext
+        groups = partition_units(units, _partitions(spark, units, options, partitions))
+        sc.setJobDescription(f"atlas-bridge scan: learn the schema from {len(units)} input(s)")
+        results = sc.parallelize(groups, len(groups)).mapPartitions(run).collect()
+        sc.setJobDescription(None)  # type: ignore[arg-type]  # None clears it
+    stats.pass_s = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    stats.pending = sum(1 for r in results if r.pending)
+    learned, stats.rounds = fixed_point(results, options)
+    stats.fixed_point_s = time.perf_counter() - t0
+    stats.tables = len(learned)
+    logger.info(
+        "schema: %d table(s) and view(s) learned from the inputs' DDL %s in %.1fs (+%.2fs, %d round(s) "
+        "for %d unit(s) with unresolved views)",
+        stats.tables,
+        "on the driver" if stats.on_driver else "in a Spark pass",
+        stats.pass_s,
+        stats.fixed_point_s,
+        stats.rounds,
+        stats.pending,
+    )
+    reads = sorted({k for r in results for k in r.reads}, key=lambda k: tuple(p or "" for p in k))
+    return learned, stats, reads
+
+
+_WORKER_INDEX: list[tuple[Any, SchemaIndex]] = []
+"""The extraction schema of the current broadcast, built once per Python worker (workers are reused
+across tasks, and a worker's broadcast value is one object while the broadcast lives)."""
+
+
+def _worker_index(bc: Any) -> SchemaIndex:
+    value = bc.value
+    if _WORKER_INDEX and _WORKER_INDEX[0][0] is value:
+        return _WORKER_INDEX[0][1]
+    learned, given, default_db, unordered = value
+    index = schema_index(learned, given, default_db, unordered)
+    _WORKER_INDEX[:] = [(value, index)]
+    return index
+
+
 def extract_entities(
     spark: SparkSession,
     units: Sequence[WorkUnit],
@@ -129,11 +227,15 @@ def extract_entities(
     namespace: str,
     partitions: int | None = None,
     progress: Progress | None = None,
+    learned: Sequence[LearnedTable] | None = None,
+    unordered: Sequence[TableKey] = (),
 ) -> ExtractStats:
     """Extract and convert ``units`` on Spark; fold the results into ``collector`` on the driver.
 
     Partition results are computed in one parallel job and kept by Spark, then streamed back in partition
     order (file-name order) into the collector, which keeps only datasets and columns in memory.
+    ``learned``: the schema learned from the inputs; it is broadcast with the given schema (which wins) and
+    indexed once per worker.
     """
     from pyspark import StorageLevel
 
@@ -141,25 +243,41 @@ def extract_entities(
     if not units:
         return stats
     sc = spark.sparkContext
-    if partitions is None:
-        # Enough to balance the cores, and small enough that one partition's result stays small.
-        total = sum(max(u.end - u.start, 1) for u in units)
-        partitions = max(max(1, sc.defaultParallelism) * 4, -(-total // options.partition_bytes))
-    groups = partition_units(units, partitions)
+    groups = partition_units(units, _partitions(spark, units, options, partitions))
     stats.partitions = len(groups)
     logger.info("extracting %d unit(s) in %d partition(s) on %s", len(units), len(groups), sc.master)
-    opts = options
     ns = namespace
+    shared = learned or options.schema
+    bc = (
+        sc.broadcast((list(learned or ()), options.schema, options.default_db, list(unordered)))
+        if shared
+        else None
+    )
+    # The schema travels in the broadcast, not in every task's closure.
+    opts = dataclasses.replace(options, schema=None) if bc is not None else options
+    # Progress counts statements: each task adds its statements and input bytes when it ends (Spark
+    # accumulators reach the driver as tasks finish), the input bytes left give the estimate of the rest.
+    done_statements = sc.accumulator(0)
+    done_bytes = sc.accumulator(0)
+    total_bytes = sum(_unit_bytes(u) for u in units)
 
     def run(items: Iterable[list[WorkUnit]]) -> Iterator[tuple[str, str]]:
+        index = _worker_index(bc) if bc is not None else None
         for group in items:
-            yield from extract_partition(group, opts, ns)
+            statements = 0
+            for tag, payload in extract_partition(group, opts, ns, index):
+                if tag == "header":
+                    statements = sum(int(f["statements"]) for f in json.loads(payload)["files"].values())
+                yield tag, payload
+            done_statements.add(statements)
+            done_bytes.add(sum(_unit_bytes(u) for u in group))
 
     rdd = sc.parallelize(groups, len(groups)).mapPartitions(run).persist(StorageLevel.MEMORY_AND_DISK)
     try:
         t0 = time.perf_counter()
         sc.setJobDescription(f"atlas-bridge scan: extract lineage from {len(units)} input(s)")
-        with _ProgressTracker(spark, len(groups), progress):
+        counted = (lambda: int(done_statements.value), lambda: int(done_bytes.value), total_bytes)
+        with _ProgressTracker(spark, len(groups), progress, counted):
             rdd.count()
         sc.setJobDescription(None)  # type: ignore[arg-type]  # None clears it
         stats.extract_s = time.perf_counter() - t0
@@ -178,6 +296,8 @@ def extract_entities(
         stats.merge_s = time.perf_counter() - t0
     finally:
         rdd.unpersist()
+        if bc is not None:
+            bc.unpersist()
     counts = collector.counts()
     logger.info(
         "extracted %d statement(s) from %d file(s) in %.1fs; merged in %.1fs: %d dataset(s), %d process(es)",
@@ -191,13 +311,40 @@ def extract_entities(
     return stats
 
 
-class _ProgressTracker:
-    """Polls Spark's status tracker in a thread while a job runs: completed tasks = partitions done."""
+def _unit_bytes(unit: WorkUnit) -> int:
+    end = unit.end if unit.end >= 0 else unit.file.size
+    return max(end - unit.start, 1)
 
-    def __init__(self, spark: SparkSession, total: int, progress: Progress | None) -> None:
+
+def statement_progress(statements: int, done_bytes: int, total_bytes: int) -> tuple[int, int]:
+    """(statements done, estimated statements in all): the rest estimated from the input bytes left.
+
+    >>> statement_progress(500, 1_000, 4_000)
+    (500, 2000)
+    >>> statement_progress(0, 0, 4_000), statement_progress(1_900, 4_000, 4_000)
+    ((0, 0), (1900, 1900))
+    """
+    if done_bytes <= 0:
+        return statements, 0
+    if done_bytes >= total_bytes:
+        return statements, statements
+    return statements, max(statements, round(statements * total_bytes / done_bytes))
+
+
+class _ProgressTracker:
+    """Polls, while a job runs, the statements the finished tasks extracted and their input bytes."""
+
+    def __init__(
+        self,
+        spark: SparkSession,
+        total: int,
+        progress: Progress | None,
+        counted: tuple[Callable[[], int], Callable[[], int], int],
+    ) -> None:
         self._sc = spark.sparkContext
         self._total = total
         self._progress = progress
+        self._statements, self._bytes, self._total_bytes = counted
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -210,27 +357,41 @@ class _ProgressTracker:
         self._stop.set()
         if self._thread is not None:
             self._thread.join()
-        if self._progress is not None and exc[0] is None:
-            self._progress("extract", self._total, self._total)
-        logger.info("extraction: %d/%d partition(s) done", self._total, self._total)
+        if exc[0] is None:
+            statements = self._statements()
+            if self._progress is not None:
+                self._progress("extract", statements, statements)
+            logger.info(
+                "extraction: %d statement(s) done, %d/%d partition(s)", statements, self._total, self._total
+            )
 
     def _poll(self) -> None:
         tracker = self._sc.statusTracker()
         last_log = time.monotonic()
-        last_done = -1
+        last: tuple[int, int] | None = None
         while not self._stop.wait(0.5):
-            done = 0
+            tasks = 0
             try:
+                statements, done_bytes = self._statements(), self._bytes()
                 for stage_id in tracker.getActiveStageIds():
                     info = tracker.getStageInfo(stage_id)
                     if info is not None and info.numTasks == self._total:
-                        done = max(done, info.numCompletedTasks)
+                        tasks = max(tasks, info.numCompletedTasks)
             except Exception:  # the tracker is best effort; a gateway hiccup must not end the scan
                 logger.debug("status tracker failed", exc_info=True)
                 continue
-            if done != last_done and self._progress is not None:
-                self._progress("extract", done, self._total)
-            last_done = done
+            done, total = statement_progress(statements, done_bytes, self._total_bytes)
+            if (done, total) != last and self._progress is not None:
+                self._progress("extract", done, total)
+            last = (done, total)
             if time.monotonic() - last_log >= 10:
-                logger.info("extraction: %d/%d partition(s) done", done, self._total)
+                logger.info(
+                    "extraction: %d statement(s) done (of about %s), %d/%d partition(s), %.1f of %.1f MB",
+                    done,
+                    total or "?",
+                    tasks,
+                    self._total,
+                    done_bytes / 1e6,
+                    self._total_bytes / 1e6,
+                )
                 last_log = time.monotonic()

@@ -2,18 +2,27 @@
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import logging
 import os
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from atlas_bridge.atlas.limits import DEFAULT_MAX_ENTITIES
 from atlas_bridge.bridge.deliver import Delivery, DeliveryStats, SentState, check_resume_state, deliver
 from atlas_bridge.bridge.inputs import discover_inputs, plan_units
-from atlas_bridge.bridge.job import ExtractStats, extract_entities, running_session, spark_session
+from atlas_bridge.bridge.job import (
+    ExtractStats,
+    SchemaStats,
+    extract_entities,
+    learn_schema_job,
+    running_session,
+    spark_session,
+)
 from atlas_bridge.bridge.merge import EntityCollector
 from atlas_bridge.bridge.prune import (
     Produced,
@@ -24,9 +33,13 @@ from atlas_bridge.bridge.prune import (
     write_record,
 )
 from atlas_bridge.bridge.prune import prune as prune_entities
+from atlas_bridge.bridge.schema import schema_index
 from atlas_bridge.bridge.summary import ScanSummary
 from atlas_bridge.bridge.types import Progress, ScanOptions
-from atlas_bridge.model import Severity
+from atlas_bridge.extractors.sql.schema import LearnedTable, TableKey
+from atlas_bridge.model import Problem, Severity
+
+SchemaReader = Callable[[list[TableKey]], tuple[list[LearnedTable], set[TableKey], list[str]]]
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -50,6 +63,7 @@ def scan(
     partitions: int | None = None,
     progress: Progress | None = None,
     prune: str = "off",
+    schema_reader: SchemaReader | None = None,
 ) -> ScanSummary:
     """Discover, extract on Spark, merge, convert and deliver; returns the closing report.
 
@@ -64,6 +78,9 @@ def scan(
         progress: ``progress(phase, done, total)``; the library itself only logs.
         prune: ``off`` (record what this run produced), ``on`` (also delete what the previous run of
             the same scope produced and this one did not), ``dry-run`` (list it); see :mod:`.prune`.
+        schema_reader: ``reader(tables)`` -> (tables with columns, tables whose column order is unknown,
+            warnings) for the tables the inputs read that neither their DDL nor ``options.schema`` define
+            (``--schema-from-atlas``: :func:`atlas_bridge.atlas.schema.read_atlas_schema`).
     """
     options = options or ScanOptions()
     timings: dict[str, float] = {}
@@ -91,6 +108,29 @@ def scan(
         try:
             remote = not (session.sparkContext.master or "local").startswith("local")
             units = plan_units(files, options, ship_content=remote)
+            learned: list[LearnedTable] = []
+            schema_stats = SchemaStats()
+            unordered: set[TableKey] = set()
+            schema_warnings: list[str] = []
+            if options.learn_schema or schema_reader is not None:
+                t0 = time.perf_counter()
+                if schema_reader is not None:
+                    options = dataclasses.replace(options, tables_read=True)
+                learned, schema_stats, reads = learn_schema_job(
+                    session, units, options, partitions=partitions
+                )
+                if not options.learn_schema:
+                    learned = []
+                if schema_reader is not None:
+                    index = schema_index(learned, options.schema, options.default_db)
+                    unknown = [k for k in reads if index.columns(*k) is None]
+                    from_atlas, unordered, schema_warnings = schema_reader(unknown)
+                    schema_stats.from_atlas = len(from_atlas)
+                    learned = [*learned, *from_atlas]
+                    logger.info(
+                        "schema: %d table(s) read from Atlas of %d looked up", len(from_atlas), len(unknown)
+                    )
+                timings["schema"] = time.perf_counter() - t0
             stats = extract_entities(
                 session,
                 units,
@@ -99,7 +139,18 @@ def scan(
                 namespace=namespace,
                 partitions=partitions,
                 progress=progress,
+                learned=learned,
+                unordered=sorted(unordered, key=lambda k: tuple(p or "" for p in k)),
             )
+            stats.schema = schema_stats
+            stats.problems.extend(
+                Problem(message=m, severity=Severity.WARNING, kind="schema") for m in schema_warnings
+            )
+        except KeyboardInterrupt:
+            # Ctrl-C: cancelling the job makes the JVM log broken broadcasts and tasks, with Java stack
+            # traces, on the way out. Nothing in them helps once "interrupted" is said: silence log4j first.
+            quiet_interrupted(session)
+            raise
         finally:
             if own_session:
                 session.stop()
@@ -146,6 +197,21 @@ def scan(
     if dstats.kept:
         dstats.kept_dir = str(getattr(delivery, "unsent_dir", ""))
     return ScanSummary(delivery.target, files, notes, stats, counts, dstats, timings)
+
+
+def quiet_interrupted(session: Any) -> None:
+    """Turn the JVM's logging off, send what it prints on its own (stack traces of its thread pools
+    shutting down under cancelled tasks) nowhere, and cancel the running jobs; best effort (the gateway
+    may be gone)."""
+    sc = session.sparkContext
+
+    def no_stderr() -> None:
+        jvm = sc._jvm
+        jvm.System.setErr(jvm.java.io.PrintStream(jvm.java.io.OutputStream.nullOutputStream()))
+
+    for step in (lambda: sc.setLogLevel("OFF"), no_stderr, sc.cancelAllJobs):
+        with contextlib.suppress(Exception):
+            step()
 
 
 def _record_and_prune(

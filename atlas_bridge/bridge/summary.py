@@ -87,6 +87,9 @@ class ScanSummary:
         }
         if kafka:
             out["entities"]["published_to_kafka"] = d.written
+        sch = self.extract.schema
+        if sch is not None:
+            out["schema"] = {"learned_tables": sch.tables, "rounds": sch.rounds, "from_atlas": sch.from_atlas}
         return out
 
     def _merged_note(self) -> str:
@@ -115,6 +118,10 @@ class ScanSummary:
             lines.append(f"entities:   {d.entities} ({d.written} {where})")
         else:
             lines.append(f"entities:   {d.created} created, {d.updated} updated, {d.unchanged} unchanged")
+        sch = self.extract.schema
+        if sch is not None and (sch.tables or sch.from_atlas):
+            atlas = f", {sch.from_atlas} read from Atlas" if sch.from_atlas else ""
+            lines.append(f"schema:     {sch.tables} table(s)/view(s) learned from the inputs' DDL{atlas}")
         if d.resume_reset:
             lines.append(f"resume:     {d.resume_reset}")
         if d.pruned or d.prune_note:

@@ -46,8 +46,18 @@ class ScanOptions:
     """Query logs larger than this are cut into line-aligned byte ranges of about this size."""
     sql_chunk_bytes: int = 256 * 1024
     """Plain SQL scripts larger than this are cut into pieces of about this size at statement ends."""
+    sqlflow_chunk_relations: int = 5_000
+    """A SQLFlow export is read and converted this many relations at a time (whole statements)."""
     partition_bytes: int = 1024 * 1024
     """Input bytes per Spark partition (at least 4 partitions per core are used)."""
+    learn_schema: bool = True
+    """Learn the columns of the tables and views the estate's own DDL defines before extracting (see
+    :mod:`atlas_bridge.bridge.schema`); ``schema`` still wins for the tables it names."""
+    tables_read: bool = False
+    """Also list the tables each input reads (``FROM`` / ``JOIN`` names), for ``--schema-from-atlas``."""
+    schema_driver_bytes: int = 64 * 1024 * 1024
+    """Inputs up to this many bytes in all are learned from on the driver (a Spark job costs more than
+    reading their CREATE statements); larger estates in a Spark pass."""
     end_to_end: bool = True
     """Collapse each statement's intermediate resultsets on the executor (what Atlas receives anyway)
     before converting; the relation counts of the report are of the collapsed lineage."""

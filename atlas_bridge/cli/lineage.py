@@ -14,17 +14,26 @@ import click
 
 from atlas_bridge.cli import check_dialect
 from atlas_bridge.errors import AtlasBridgeError
+from atlas_bridge.extractors.sql.schema import SchemaIndex
 from atlas_bridge.model import ExtractionResult, Lineage, Problem, Severity, merge_lineage
 
 _SQLFLOW_SUFFIXES = (".xml", ".json")
 
 
 def _read_sql(
-    path: Path, dialect: str | None, schema: dict[str, Any] | None, default_db: str | None
+    path: Path,
+    dialect: str | None,
+    schema: dict[str, Any] | SchemaIndex | None,
+    default_db: str | None,
+    *,
+    collapse: bool = False,
 ) -> ExtractionResult:
+    """A script's lineage; a big plain script piece by piece. ``collapse``: only the end-to-end view will be
+    printed, so each piece is collapsed as it comes (its resultsets and their edges are not kept)."""
     from atlas_bridge.bridge.extract import dialect_hint
     from atlas_bridge.bridge.inputs import count_statements, split_script
     from atlas_bridge.extractors.sql import extract_sql_lineage
+    from atlas_bridge.graph import end_to_end
 
     text = path.read_text(encoding="utf-8", errors="replace")
     pieces = split_script(text, _PIECE_CHARS) if len(text) > _PIECE_CHARS else []
@@ -40,7 +49,7 @@ def _read_sql(
         result = extract_sql_lineage(
             prelude + "\n" * (first_line - 1) + piece, dialect, schema, default_db, file=str(path)
         )
-        parts.append(result.lineage)
+        parts.append(end_to_end(result.lineage) if collapse else result.lineage)
         shift = before - (1 if prelude else 0)
         problems.extend(
             p.model_copy(update={"statement_index": p.statement_index + shift})
@@ -53,6 +62,23 @@ def _read_sql(
 
 
 _PIECE_CHARS = 256 * 1024
+
+
+def learned_schema(
+    files: tuple[Path, ...], dialect: str | None, schema: dict[str, Any] | None, default_db: str | None
+) -> tuple[SchemaIndex, int]:
+    """The schema the files' own DDL defines (any order across files), with ``schema`` over it (it wins);
+    and the number of tables learned."""
+    from atlas_bridge.bridge.schema import learn_locally, schema_index
+    from atlas_bridge.bridge.types import InputFile, InputKind, ScanOptions, WorkUnit
+
+    options = ScanOptions(dialect=dialect, schema=schema, default_db=default_db)
+    units = []
+    for path in files:
+        kind = InputKind.SQLFLOW if path.suffix.lower() in _SQLFLOW_SUFFIXES else InputKind.SQL
+        units.append(WorkUnit(InputFile(str(path), str(path), kind, path.stat().st_size)))
+    learned, _ = learn_locally(units, options)
+    return schema_index(learned, schema, default_db), len(learned)
 
 
 def _read_sqlflow(path: Path) -> ExtractionResult:
@@ -147,6 +173,13 @@ def _render(lineage: Lineage, fmt: str, level: str, chain: bool, title: str = "L
     help="Every hop through resultsets, or only their ends (default: end to end for text, the whole "
     "canonical model for json).",
 )
+@click.option(
+    "--learn-schema/--no-learn-schema",
+    default=True,
+    show_default=True,
+    help="With several files: first learn the columns of the tables and views their CREATE statements "
+    "define (any order across files), then extract with them; --schema wins for the tables it names.",
+)
 def lineage_command(
     files: tuple[Path, ...],
     dialect: str | None,
@@ -156,6 +189,7 @@ def lineage_command(
     fmt: str,
     chain: bool | None,
     output: Path | None,
+    learn_schema: bool,
 ) -> None:
     """Print the lineage of SQL scripts (.xml/.json files are read as SQLFlow exports)."""
     schema: dict[str, Any] | None = None
@@ -165,15 +199,21 @@ def lineage_command(
         except (OSError, ValueError) as e:
             msg = f"{schema_file}: {e}"
             raise click.BadParameter(msg, param_hint="--schema") from e
+    index: dict[str, Any] | SchemaIndex | None = schema
+    if learn_schema and len(files) > 1:
+        index, _ = learned_schema(files, dialect, schema, default_db)
     parts: list[Lineage] = []
     problems: list[Problem] = []
     failed = False
+    chained = fmt != "text" if chain is None else chain
+    # Printed end to end only (text, or json without chains): a big script's pieces collapse as they come.
+    collapse = fmt in ("text", "json") and level == "column" and not chained
     for path in files:
         try:
             if path.suffix.lower() in _SQLFLOW_SUFFIXES:
                 result = _read_sqlflow(path)
             else:
-                result = _read_sql(path, dialect, schema, default_db)
+                result = _read_sql(path, dialect, index, default_db, collapse=collapse)
         except (AtlasBridgeError, OSError, ImportError) as e:
             click.echo(f"{path}: error: {e}", err=True)
             failed = True
@@ -186,7 +226,7 @@ def lineage_command(
     try:
         names = [p.name for p in files]
         title = "Lineage: " + ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
-        out = _render(merge_lineage(parts), fmt, level, fmt != "text" if chain is None else chain, title)
+        out = _render(merge_lineage(parts), fmt, level, chained, title)
     except ImportError as e:
         msg = f"--format {fmt} is not available: {e}"
         raise click.UsageError(msg) from e

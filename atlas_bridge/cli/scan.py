@@ -19,7 +19,7 @@ from atlas_bridge.errors import AtlasAuthError, AtlasBridgeError, AtlasUnavailab
 
 logger = logging.getLogger(__name__)
 
-_PHASES = {"extract": "extract (partitions)", "merge": "merge (partitions)", "deliver": "deliver (batches)"}
+_PHASES = {"extract": "extract (statements)", "merge": "merge (partitions)", "deliver": "deliver (batches)"}
 
 
 def register(group: click.Group) -> None:
@@ -44,6 +44,19 @@ def register(group: click.Group) -> None:
     "directory.",
 )
 @click.option("--default-db", default=None, help="Database of unqualified table names.")
+@click.option(
+    "--learn-schema/--no-learn-schema",
+    default=True,
+    show_default=True,
+    help="First learn the columns of the tables and views the inputs' own CREATE statements (and SQLFlow "
+    "exports) define, in any order across files; --schema wins for the tables it names.",
+)
+@click.option(
+    "--schema-from-atlas",
+    is_flag=True,
+    help="Read the columns of the tables the inputs read but do not define from the configured Atlas "
+    "(our columns and the Hive hook's hive_column), in bulk lookups; a failed lookup is a warning.",
+)
 @click.option(
     "--include", multiple=True, metavar="GLOB", help="Only files matching (path or name); repeatable."
 )
@@ -117,6 +130,8 @@ def scan_command(
     dialect: str | None,
     schema_file: Path | None,
     default_db: str | None,
+    learn_schema: bool,
+    schema_from_atlas: bool,
     include: tuple[str, ...],
     exclude: tuple[str, ...],
     to: str | None,
@@ -152,7 +167,9 @@ def scan_command(
             schema=_load_schema(schema_file, paths),
             default_db=default_db,
             query_field=query_field,
+            learn_schema=learn_schema,
         )
+        reader = _atlas_schema_reader(config_file, settings.namespace) if schema_from_atlas else None
     except ConfigError as e:
         raise click.UsageError(str(e)) from e
     except AtlasBridgeError as e:  # Atlas unreachable or refusing our typedefs
@@ -176,6 +193,7 @@ def scan_command(
                 progress=progress,
                 resume=not no_resume,
                 prune="dry-run" if prune_dry_run else "on" if prune else "off",
+                schema_reader=reader,
             )
     except KeyboardInterrupt:
         click.echo("interrupted; re-run to resume", err=True)
@@ -270,6 +288,21 @@ def _prepare(
         sink = make_sink(settings) if settings.disabled else FileSink(settings.output_dir, fresh=True)
         delivery = bridge.SinkDelivery(sink, target)
     return settings, delivery, Path(report_dir)
+
+
+def _atlas_schema_reader(config_file: Path | None, namespace: str) -> Any:
+    """``--schema-from-atlas``: reads table columns through the configured Atlas (also with --to DIR)."""
+    import functools
+
+    from atlas_bridge.atlas.client import AtlasClient
+    from atlas_bridge.atlas.schema import read_atlas_schema
+    from atlas_bridge.config import Settings
+
+    settings = Settings.load(config_file, namespace=namespace)
+    if not settings.atlas_configured:
+        msg = "--schema-from-atlas needs an Atlas address (ATLAS_BRIDGE_REST_ADDRESS or atlas.rest.address)"
+        raise ConfigError(msg)
+    return functools.partial(read_atlas_schema, AtlasClient.from_settings(settings), namespace=namespace)
 
 
 def _prepare_kafka(settings: Any, out_dir: Path | None) -> tuple[Any, Any, Path]:

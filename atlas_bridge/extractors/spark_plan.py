@@ -726,11 +726,7 @@ class _Extractor:
     def ref_resolved(self, ref: _Node) -> _Resolved:
         """What an attribute or a subquery expression inside an expression depends on."""
         if ref.name == "AttributeReference" or ref.name == "OuterReference":
-            xid = (
-                _expr_id(ref)
-                if ref.name == "AttributeReference"
-                else (_expr_id(ref.children[0]) if ref.children else None)
-            )
+            xid = _expr_id(ref) if ref.name == "AttributeReference" else self._outer_id(ref)
             return self.resolve(xid) if xid is not None else _Resolved()
         sub = self.subplans.get(id(ref))
         res = _Resolved()
@@ -744,6 +740,12 @@ class _Extractor:
             for src, clause in self.rowset_sources(sub):
                 res.indirect.add((src, clause))
         return res
+
+    def _outer_id(self, ref: _Node) -> int | None:
+        """The outer query's attribute a correlated subquery refers to: ``outer(o.id)`` is a leaf whose
+        attribute sits in its ``e`` field (a child only in older plans)."""
+        inner = ref.children[0] if ref.children else next(iter(self.exprs(ref.f.get("e"))), None)
+        return _expr_id(inner) if inner is not None else None
 
     def leaf_ids_under(self, node: _Node) -> list[str]:
         out: list[str] = []

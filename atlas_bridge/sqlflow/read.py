@@ -44,11 +44,14 @@ check; nothing is ever expanded.
 from __future__ import annotations
 
 import bisect
+import contextlib
 import hashlib
+import io
 import json
 import logging
 import re
 from collections import defaultdict
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import PurePath
 from typing import Any
@@ -289,6 +292,12 @@ class _RawDoc:
     relations: list[_RawRelation] = field(default_factory=list)
     errors: list[_RawError] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    relation_source: Callable[[], Iterator[_RawRelation]] | None = None
+    """Streaming XML: relations are read again from the text at each pass instead of kept in ``relations``
+    (they are most of a document, and the builder needs them in four passes, one at a time)."""
+
+    def iter_relations(self) -> Iterator[_RawRelation]:
+        return iter(self.relations) if self.relation_source is None else self.relation_source()
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -311,6 +320,36 @@ def extract_sqlflow_lineage(
     >>> [d.id for d in extract_sqlflow_lineage(xml).lineage.datasets]
     ['table:t']
     """
+    pieces = list(iter_sqlflow_lineage(data, file=file, max_bytes=max_bytes, chunk_relations=None))
+    return pieces[0]
+
+
+DEFAULT_CHUNK_RELATIONS = 5_000
+"""Relations per piece of :func:`iter_sqlflow_lineage` (a few MB of model and entity records)."""
+
+
+def iter_sqlflow_lineage(
+    data: str | bytes,
+    *,
+    file: str | None = None,
+    max_bytes: int = DEFAULT_MAX_BYTES,
+    chunk_relations: int | None = DEFAULT_CHUNK_RELATIONS,
+) -> Iterator[ExtractionResult]:
+    """:func:`extract_sqlflow_lineage` in pieces, so that no one holds the whole model of a big export.
+
+    XML is read as a stream (the element tree of the whole document is never built): a first pass keeps
+    the objects, processes and procedures (the id -> name maps) and resolves every relation's ends, a
+    last pass turns the relations into the model ``chunk_relations`` at a time. Each piece but the last
+    holds whole statements: the relations of a process, or joined by a statement-local object (resultset,
+    variable...), are never cut apart, so a piece's end-to-end view and process entities are those of the
+    whole. A piece carries the datasets and processes its relations name; the last piece holds every
+    process and procedure and all the problems; the datasets come in pieces of about as many columns before
+    it (and in the relations' pieces, those they name). :func:`~atlas_bridge.model.merge_lineage` of the
+    pieces equals :func:`extract_sqlflow_lineage`. ``chunk_relations=None`` gives one piece. A document
+    with table-level relations (few, and aggregated over the whole document) is one piece.
+
+    Errors are raised before the first piece is yielded.
+    """
     size = _byte_size(data, max_bytes)
     if size > max_bytes:
         msg = f"input is {size} bytes, over the limit of {max_bytes} bytes; refused"
@@ -318,20 +357,29 @@ def extract_sqlflow_lineage(
     text_start = _first_char(data)
     try:
         if text_start == "<":
-            doc = _parse_xml(data, file)
+            doc = _parse_xml_stream(data, file) or _parse_xml(data, file)
         elif text_start in ("{", "["):
             doc = _parse_json(data, file)
         else:
             msg = "not a SQLFlow export: expected dlineage XML ('<') or SQLFlow JSON ('{')"
             raise ExtractionError(msg, file=file)
-        return _build(doc, file, _file_scope(data, file))
+        builder = _Builder(doc, file, _file_scope(data, file))
+        final = builder.prepare(chunk_relations is not None)
     except ExtractionError:
         raise
-    except (TypeError, ValueError, KeyError, AttributeError, IndexError, LookupError, RecursionError) as e:
-        # A document of the right outline with wrong insides (a string where SQLFlow has a list, an id of
-        # 100,000 digits, an encoding Python's XML parser does not take): the file's problem, said as one.
-        msg = f"not a readable SQLFlow export: {e.__class__.__name__}: {str(e)[:200]}"
-        raise ExtractionError(msg, file=file) from None
+    except _UNREADABLE as e:
+        raise _unreadable(e, file) from None
+    yield from builder.pieces(final, chunk_relations)
+
+
+_UNREADABLE = (TypeError, ValueError, KeyError, AttributeError, IndexError, LookupError, RecursionError)
+
+
+def _unreadable(e: BaseException, file: str | None) -> ExtractionError:
+    # A document of the right outline with wrong insides (a string where SQLFlow has a list, an id of
+    # 100,000 digits, an encoding Python's XML parser does not take): the file's problem, said as one.
+    msg = f"not a readable SQLFlow export: {e.__class__.__name__}: {str(e)[:200]}"
+    return ExtractionError(msg, file=file)
 
 
 def _byte_size(data: str | bytes, max_bytes: int) -> int:
@@ -404,10 +452,18 @@ def _safe_fromstring(data: str | bytes, file: str | None) -> Element:
 
 
 def _defused_fromstring(data: str | bytes, file: str | None) -> Element:
-    try:
+    with _defused(file):
         root: Element = DefusedET.fromstring(
             data, forbid_dtd=True, forbid_entities=True, forbid_external=True
         )
+    return root
+
+
+@contextlib.contextmanager
+def _defused(file: str | None) -> Iterator[None]:
+    """defusedxml's refusals as :class:`UnsafeInputError` s that say what was refused."""
+    try:
+        yield
     except DTDForbidden as e:
         msg = (
             "refused XML with a document type declaration (DTD): DTDs carry entity-expansion "
@@ -424,7 +480,66 @@ def _defused_fromstring(data: str | bytes, file: str | None) -> Element:
     except DefusedXmlException as e:
         msg = f"refused unsafe XML construct ({type(e).__name__}); nothing was expanded"
         raise UnsafeInputError(msg, file=file) from e
-    return root
+
+
+_ROOT_TAGS = frozenset({"dlineage", "dligneage", "fragment"})
+
+
+def _xml_top_elements(data: bytes, file: str | None) -> Iterator[Element]:
+    """The document's top-level elements one at a time, each dropped once read (iterparse): the tree of
+    the whole document never exists. A root that is not ``<dlineage>`` is itself the one element."""
+    depth = 0
+    root: Element | None = None
+    with _defused(file):
+        events = DefusedET.iterparse(
+            io.BytesIO(data),
+            events=("start", "end"),
+            forbid_dtd=True,
+            forbid_entities=True,
+            forbid_external=True,
+        )
+        for event, item in events:
+            el: Element = item
+            if event == "start":
+                depth += 1
+                if root is None:
+                    root = el
+                continue
+            depth -= 1
+            if depth == 0 and el is root and _local(el.tag).lower() not in _ROOT_TAGS:
+                yield el
+            elif depth == 1 and root is not None and _local(root.tag).lower() in _ROOT_TAGS:
+                yield el
+                root.clear()  # the root keeps its children: let them go
+
+
+def _parse_xml_stream(data: str | bytes, file: str | None) -> _RawDoc | None:
+    """Streaming read of a well-formed dlineage XML; None for anything else (a fragment of siblings, the
+    docs' doubled quotes, malformed text), which :func:`_parse_xml` reads or reports as before."""
+    raw = data if isinstance(data, bytes) else data.encode("utf-8", "surrogatepass")
+    if isinstance(data, str) and raw[:200].lstrip().startswith(b"<?xml") and b"encoding" in raw[:200]:
+        return None  # a declared encoding no longer describes the text once it is a str
+    doc = _RawDoc()
+    try:
+        for el in _xml_top_elements(raw, file):
+            is_relation = _local(el.tag).lower() in ("relation", "relationship")
+            _read_xml_element(el, doc)
+            if doc.relations and not is_relation:
+                return None  # relations nested in another element: read the whole tree
+            doc.relations.clear()  # read for their warnings only; the builder reads them again
+    except ParseError:
+        return None
+
+    def relations() -> Iterator[_RawRelation]:
+        scratch = _RawDoc()
+        for el in _xml_top_elements(raw, file):
+            if _local(el.tag).lower() in ("relation", "relationship"):
+                attrs, ext = _xml_attrs(el)
+                _read_xml_relation(el, attrs, ext, scratch)
+                yield scratch.relations.pop()
+
+    doc.relation_source = relations
+    return doc
 
 
 def _xml_error(e: ParseError, file: str | None) -> ExtractionError:
@@ -1159,8 +1274,21 @@ class _Builder:
         self.global_columns: dict[str, tuple[str, str]] = {}  # raw column id -> (raw object id, name)
         self.datasets: dict[str, dict[str, Any]] = {}  # model id -> Dataset kwargs (without columns)
         self.relations: list[Relation] = []
+        self._keys: list[str | None] = []  # per column-level relation: its group's key (chunked reading)
+        self._parent: dict[str, str] = {}  # union-find of group tokens
+        self._chunked = False
+        self._quiet = False  # a second pass over the relations: its warnings were said in the first
+        # What survey() found: (process id, processType, relation id, v2) of undeclared processes; (relation
+        # id, parent id, parent name, parent alias, function target, v2) of undeclared objects; (target
+        # object, raw process id) writes and (source object, target object, raw process id) edges.
+        self._survey_processes: list[tuple[str, str | None, str, bool]] = []
+        self._survey_objects: list[tuple[str, str, str | None, str | None, bool, bool]] = []
+        self._survey_writes: set[tuple[str, str | None]] = set()
+        self._survey_edges: set[tuple[str, str, str | None]] = set()
 
     def warn(self, message: str, span: _RawSpan | None = None) -> None:
+        if self._quiet:
+            return
         self.problems.append(
             Problem(
                 message=message,
@@ -1176,20 +1304,16 @@ class _Builder:
     def processes(self) -> list[Process]:
         out: list[Process] = []
         taken: dict[str, int] = {}
-        declared = {p.id for p in self.doc.processes}
-        for rel in self.doc.relations:
-            pid = rel.attrs.get("processId")
-            if pid and pid not in declared:
-                declared.add(pid)
-                ptype = normalise_process_type(rel.attrs.get("processType") or "unknown")
-                name = "Query " + ptype.replace("_", " ").title() if ptype != "unknown" else pid
-                attrs = {"id": pid, "name": name, "type": ptype}
-                self.doc.processes.append(_RawProcess(id=pid, attrs=attrs, spans=[], ext={}))
-                if not rel.ext.get("v2"):
-                    self.warn(
-                        f"relation {rel.id!r} names process {pid!r} that the document does not declare; "
-                        "rebuilt from the relation"
-                    )
+        for raw_pid, process_type, rel_id, v2 in self._survey_processes:
+            ptype = normalise_process_type(process_type or "unknown")
+            pname = "Query " + ptype.replace("_", " ").title() if ptype != "unknown" else raw_pid
+            attrs = {"id": raw_pid, "name": pname, "type": ptype}
+            self.doc.processes.append(_RawProcess(id=raw_pid, attrs=attrs, spans=[], ext={}))
+            if not v2:
+                self.warn(
+                    f"relation {rel_id!r} names process {raw_pid!r} that the document does not declare; "
+                    "rebuilt from the relation"
+                )
         for raw in self.doc.processes:
             if not raw.id:
                 self.warn(f"process without id ({raw.attrs.get('name', '?')!r}) skipped")
@@ -1278,27 +1402,50 @@ class _Builder:
                 continue
             self.objects[obj.id] = obj
         # Objects relations name but the document does not declare (fragments copied out of docs).
-        for rel in self.doc.relations:
-            for end in (rel.target, *rel.sources):
-                if end is None or end.parent_id is None or end.parent_id in self.objects:
-                    continue
-                if end.parent_id in self.process_ids:
-                    continue
-                name = end.parent_name or end.parent_id
-                tag = "resultset" if _RESULTSET_NAME.match(unquote(name)) else "table"
-                attrs = {"name": name}
-                if end is rel.target and rel.attrs.get("effectType", "").lower() == "function":
-                    tag, attrs["type"] = "resultset", "function"  # the function node a value passes through
-                if end.parent_alias:
-                    attrs["alias"] = end.parent_alias
-                self.objects[end.parent_id] = _RawObject(
-                    id=end.parent_id, tag=tag, attrs=attrs, spans=[], declared=False
+        for rel_id, parent_id, parent_name, parent_alias, function, v2 in self._survey_objects:
+            if parent_id in self.objects or parent_id in self.process_ids:
+                continue
+            name = parent_name or parent_id
+            tag = "resultset" if _RESULTSET_NAME.match(unquote(name)) else "table"
+            attrs = {"name": name}
+            if function:
+                tag, attrs["type"] = "resultset", "function"  # the function node a value passes through
+            if parent_alias:
+                attrs["alias"] = parent_alias
+            self.objects[parent_id] = _RawObject(id=parent_id, tag=tag, attrs=attrs, spans=[], declared=False)
+            if not v2:
+                self.warn(
+                    f"relation {rel_id!r} names object {parent_id!r} ({name}) that the document does "
+                    f"not declare; rebuilt as a {tag} from the relation"
                 )
-                if not rel.ext.get("v2"):
-                    self.warn(
-                        f"relation {rel.id!r} names object {end.parent_id!r} ({name}) that the document does "
-                        f"not declare; rebuilt as a {tag} from the relation"
+
+    def survey(self) -> None:
+        """One pass over the relations for what the builder needs of them all before resolving any: the
+        processes and objects they name but the document does not declare, and the object-level edges."""
+        declared_processes = {p.id for p in self.doc.processes}
+        declared_objects = {o.id for o in self.doc.objects if o.id}
+        named: set[str] = set()
+        for rel in self.doc.iter_relations():
+            pid = rel.attrs.get("processId")
+            v2 = bool(rel.ext.get("v2"))
+            if pid and pid not in declared_processes:
+                declared_processes.add(pid)
+                self._survey_processes.append((pid, rel.attrs.get("processType"), rel.id, v2))
+            for end in (rel.target, *rel.sources):
+                if end is None or end.parent_id is None or end.parent_id in declared_objects:
+                    continue
+                if end.parent_id not in named:
+                    named.add(end.parent_id)
+                    function = end is rel.target and rel.attrs.get("effectType", "").lower() == "function"
+                    self._survey_objects.append(
+                        (rel.id, end.parent_id, end.parent_name, end.parent_alias, function, v2)
                     )
+            if rel.target is None or rel.target.parent_id is None:
+                continue
+            self._survey_writes.add((rel.target.parent_id, pid))
+            for src in rel.sources:
+                if src.parent_id is not None:
+                    self._survey_edges.add((src.parent_id, rel.target.parent_id, pid))
 
     def _kind(self, obj: _RawObject) -> DatasetKind:
         kind = _KINDS.get(obj.tag)
@@ -1345,15 +1492,11 @@ class _Builder:
     def _downstream_processes(self) -> dict[str, set[str]]:
         """Per statement-local object: the processes its data reaches before the next permanent object."""
         edges: dict[str, set[tuple[str, str | None]]] = defaultdict(set)
-        for rel in self.doc.relations:
-            if rel.target is None or rel.target.parent_id is None:
-                continue
-            pid = rel.attrs.get("processId")
+        for target_id, pid in self._survey_writes:
             if pid in self.process_ids:
-                self.upstream[rel.target.parent_id].add(pid)
-            for src in rel.sources:
-                if src.parent_id is not None:
-                    edges[src.parent_id].add((rel.target.parent_id, pid if pid in self.process_ids else None))
+                self.upstream[target_id].add(pid)
+        for source_id, target_id, pid in self._survey_edges:
+            edges[source_id].add((target_id, pid if pid in self.process_ids else None))
         result: dict[str, set[str]] = {}
         for oid, obj in self.objects.items():
             if self._kind(obj) not in _STATEMENT_LOCAL:
@@ -1524,11 +1667,13 @@ class _Builder:
             name = self._add_column(oid, end.id, raw_name, end.system, [], None, {})
         return ColumnRef(dataset_id=self.dataset_ids[oid], column=name)
 
-    def relations_from_raw(self) -> None:
+    def _column_relations(self, *, table_level: bool = True) -> Iterator[dict[str, Any]]:
+        """The column-level relations (as ``Relation`` arguments) in document order; table-level ones go
+        to ``self.relations`` at the end (``table_level``)."""
         table_edges: list[
             tuple[_RawRelation, str, str]
         ] = []  # (relation, source object id, target object id)
-        for rel in self.doc.relations:
+        for rel in self.doc.iter_relations():
             mapped = _RELATION_TYPES.get(rel.type.strip().lower())
             if mapped is None:
                 self.warn(f"relation {rel.id!r} has unknown type {rel.type!r}; skipped")
@@ -1554,8 +1699,8 @@ class _Builder:
                 source = self._resolve(src, rel)
                 if source is None:
                     continue
-                self.relations.append(self._relation(rel, mapped, source, target, src))
-        if table_edges:
+                yield self._relation(rel, mapped, source, target, src)
+        if table_edges and table_level:
             self._table_level(table_edges)
 
     def _relation(
@@ -1565,7 +1710,7 @@ class _Builder:
         source: ColumnRef,
         target: ColumnRef,
         src: _RawEnd,
-    ) -> Relation:
+    ) -> dict[str, Any]:
         rtype, clause = mapped
         if src.clause_type:
             key = re.sub(r"[\s_-]+", "", src.clause_type).lower()
@@ -1591,19 +1736,19 @@ class _Builder:
                 self.warn(f"relation {rel.id!r} names unknown process {pid_raw!r}")
         elif rel.target is not None and rel.target.parent_id is not None:
             process_id = self._writing_process(rel.target.parent_id, effect_type)
-        return Relation(
-            type=rtype,
-            source=source,
-            target=target,
-            effect_type=effect_type,
-            clause_type=clause,
-            process_id=process_id,
-            flow=flow,
-            effect=effect,
-            transform=src.transforms[-1] if src.transforms else None,
-            function=rel.attrs.get("function") or src.function or None,
-            span=src.spans[0].span() if src.spans else None,
-        )
+        return {
+            "type": rtype,
+            "source": source,
+            "target": target,
+            "effect_type": effect_type,
+            "clause_type": clause,
+            "process_id": process_id,
+            "flow": flow,
+            "effect": effect,
+            "transform": src.transforms[-1] if src.transforms else None,
+            "function": rel.attrs.get("function") or src.function or None,
+            "span": src.spans[0].span() if src.spans else None,
+        }
 
     def _writing_process(self, oid: str, effect_type: str | None) -> str | None:
         """The process that wrote an edge without ``processId``: the target's only writer, or the one of its
@@ -1685,14 +1830,28 @@ class _Builder:
                 )
             )
 
-    def build(self) -> ExtractionResult:
+    def prepare(self, chunked: bool) -> Lineage:
+        """Everything but the pieces: the last piece's lineage (all datasets, processes, procedures; every
+        relation too unless ``chunked``), with every problem found. Raises for an inconsistent document."""
         for message in self.doc.warnings:
             self.warn(message)
+        self.survey()
         processes = self.processes()
         procedures = self.procedures()
         self.collect_objects()
         self.datasets_from_objects()
-        self.relations_from_raw()
+        local = {self.dataset_ids[o] for o, k in self.kinds.items() if k in _STATEMENT_LOCAL}
+        for kwargs in self._column_relations():
+            if chunked:
+                self._keys.append(self._group(kwargs, local))
+            else:
+                self.relations.append(Relation(**kwargs))
+        if chunked and self.relations:  # table-level edges: one piece, with everything
+            self._keys = []
+            self._quiet = True
+            self.relations.extend(Relation(**kw) for kw in self._column_relations(table_level=False))
+            self._quiet = False
+        self._chunked = chunked and not self.relations
         self.errors()
         datasets = [
             Dataset(**kwargs, columns=tuple(self.columns.get(ds_id, {}).values()))
@@ -1708,15 +1867,101 @@ class _Builder:
         except ValueError as e:
             msg = f"SQLFlow document does not form a consistent lineage: {e}"
             raise ExtractionError(msg, file=self.file) from e
+        self.relations = []
+        self.datasets = {}  # in the lineage now
         logger.debug(
             "read SQLFlow %s: %d datasets, %d processes, %d relations, %d problems",
             self.file or "<input>",
             len(lineage.datasets),
             len(lineage.processes),
-            len(lineage.relations),
+            len(lineage.relations) if not self._chunked else len(self._keys),
             len(self.problems),
         )
-        return ExtractionResult(lineage=lineage, problems=tuple(self.problems))
+        return lineage
+
+    def _group(self, kwargs: dict[str, Any], local: set[str]) -> str | None:
+        """Join the relation's process and its statement-local ends into one group (union-find); the
+        relation's key is one of them (None: a loose edge between permanent objects, a group alone)."""
+        ends: tuple[str, str] = (kwargs["source"].dataset_id, kwargs["target"].dataset_id)
+        tokens = [t for t in ends if t in local]
+        process_id: str | None = kwargs["process_id"]
+        if process_id:
+            tokens.append(process_id)
+        if not tokens:
+            return None
+        first = self._find(tokens[0])
+        for t in tokens[1:]:
+            root = self._find(t)
+            if root != first:
+                self._parent[root] = first
+        return tokens[0]
+
+    def _find(self, token: str) -> str:
+        parent = self._parent
+        root = parent.setdefault(token, token)
+        while parent[root] != root:
+            root = parent[root]
+        while parent[token] != root:  # path compression
+            parent[token], token = root, parent[token]
+        return root
+
+    def pieces(self, final: Lineage, chunk_relations: int | None) -> Iterator[ExtractionResult]:
+        """The relations in pieces of about ``chunk_relations`` (whole groups), then the last piece."""
+        problems = tuple(self.problems)
+        if not self._chunked or chunk_relations is None:
+            yield ExtractionResult(lineage=final, problems=problems)
+            return
+        datasets = {d.id: d for d in final.datasets}
+        processes = {p.id: p for p in final.processes}
+        keys = self._keys
+        last: dict[str, int] = {}
+        for i, key in enumerate(keys):
+            if key is not None:
+                last[self._find(key)] = i
+        waiting: dict[str, list[Relation]] = {}
+        piece: list[Relation] = []
+        self._quiet = True
+        for i, kwargs in enumerate(self._column_relations()):
+            rel = Relation(**kwargs)
+            key = keys[i]
+            if key is None:
+                piece.append(rel)
+            else:
+                root = self._find(key)
+                waiting.setdefault(root, []).append(rel)
+                if last[root] == i:
+                    piece.extend(waiting.pop(root))
+            if len(piece) >= chunk_relations:
+                yield _piece(piece, datasets, processes)
+                piece = []
+        self._quiet = False
+        if piece:
+            yield _piece(piece, datasets, processes)
+        del piece, waiting, datasets
+        # The datasets too, about as many columns at a time: their entity records are the rest of the bulk.
+        batch: list[Dataset] = []
+        weight = 0
+        for ds in final.datasets:
+            batch.append(ds)
+            weight += 1 + len(ds.columns)
+            if weight >= chunk_relations:
+                yield ExtractionResult(lineage=Lineage(datasets=tuple(batch)))
+                batch, weight = [], 0
+        yield ExtractionResult(lineage=final.model_copy(update={"datasets": tuple(batch)}), problems=problems)
+
+
+def _piece(
+    relations: list[Relation], datasets: dict[str, Dataset], processes: dict[str, Process]
+) -> ExtractionResult:
+    ds_ids = {r.source.dataset_id for r in relations} | {r.target.dataset_id for r in relations}
+    proc_ids = {r.process_id for r in relations if r.process_id}
+    return ExtractionResult(
+        lineage=Lineage(
+            datasets=tuple(datasets[i] for i in sorted(ds_ids)),
+            processes=tuple(processes[i] for i in sorted(proc_ids)),
+            relations=tuple(relations),
+        )
+    )
 
 
 def _stronger(old: RelationType | None, new: RelationType) -> RelationType:
@@ -1727,7 +1972,3 @@ def _weaker(a: RelationType, b: RelationType) -> RelationType:
     if a is RelationType.FDD:
         return b
     return a
-
-
-def _build(doc: _RawDoc, file: str | None, scope: str) -> ExtractionResult:
-    return _Builder(doc, file, scope).build()

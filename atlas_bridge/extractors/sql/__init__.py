@@ -19,6 +19,9 @@ Modules:
   claiming a statement before it is parsed, post-handler hooks).
 - :mod:`.statements` - core handlers: queries, CREATE VIEW / TABLE [AS SELECT], INSERT [OVERWRITE].
 - :mod:`.sqlglot_fixes` - linear replacements for sqlglot regexes that bad input makes quadratic.
+- :mod:`.resplit` - token rewrites before parsing (T-SQL ``+=``, Teradata attribute lists) and the cutting
+  of a T-SQL statement that does not parse whole into the statements it holds (no semicolons between them).
+- :mod:`.partitions` - EXCHANGE PARTITION, UNLOAD, Vertica's partition-moving functions.
 
 Adding a statement handler (e.g. MERGE, UPDATE, LOAD DATA, procedures):
 
@@ -44,12 +47,16 @@ from collections.abc import Mapping
 from typing import Any
 
 from sqlglot import exp
+from sqlglot.dialects.athena import Athena
 from sqlglot.dialects.dialect import Dialect
+from sqlglot.dialects.presto import Presto
+from sqlglot.dialects.trino import Trino
+from sqlglot.dialects.tsql import TSQL
 from sqlglot.errors import ErrorLevel, ParseError
 from sqlglot.parser import Parser
 
 from atlas_bridge.errors import ExtractionError
-from atlas_bridge.extractors.sql import sqlglot_fixes
+from atlas_bridge.extractors.sql import resplit, sqlglot_fixes
 from atlas_bridge.extractors.sql.builder import GraphBuilder, ScriptGraph
 from atlas_bridge.extractors.sql.core import (
     QueryResult,
@@ -65,18 +72,22 @@ from atlas_bridge.extractors.sql.registry import (
     run_post_hooks,
     run_text_handlers,
 )
-from atlas_bridge.extractors.sql.schema import SchemaIndex
+from atlas_bridge.extractors.sql.resplit import statement_pieces as resplit_pieces
+from atlas_bridge.extractors.sql.schema import LearnedTable, SchemaIndex
 from atlas_bridge.extractors.sql.split import LineIndex, StatementChunk, split_statements
 from atlas_bridge.extractors.sql.textual import failure, parse_failure
 from atlas_bridge.model import ExtractionResult, Lineage, Problem
 
 __all__ = [
     "DEFAULT_TIME_BUDGET_S",
+    "LearnedTable",
     "QueryResult",
+    "SchemaIndex",
     "StatementContext",
     "UnsupportedSQL",
     "extract_sql_lineage",
     "handler",
+    "learn_schema",
     "resolve_dialect",
 ]
 
@@ -93,6 +104,7 @@ _HANDLER_MODULES = (
     "atlas_bridge.extractors.sql.noop",
     "atlas_bridge.extractors.sql.procedural",
     "atlas_bridge.extractors.sql.calls",
+    "atlas_bridge.extractors.sql.partitions",
 )
 for _module in _HANDLER_MODULES:
     importlib.import_module(_module)
@@ -142,7 +154,7 @@ def resolve_dialect(dialect: str | None) -> Dialect:
 def extract_sql_lineage(
     sql: str,
     dialect: str | None = None,
-    schema: Mapping[str, Any] | None = None,
+    schema: Mapping[str, Any] | SchemaIndex | None = None,
     default_db: str | None = None,
     *,
     file: str | None = None,
@@ -152,7 +164,9 @@ def extract_sql_lineage(
 
     ``schema`` is sqlglot's nested mapping (``{db: {table: {col: type}}}`` or ``{table: {col: type}}``);
     without it ``SELECT *`` stays ``*`` and columns that cannot be placed go to the orphan pseudo table.
-    ``default_db`` qualifies tables written without a db. Raises only for an unknown dialect name.
+    ``default_db`` qualifies tables written without a db. A :class:`SchemaIndex` (e.g. the schema a scan
+    learned, built once per worker) is used as the base the script's own DDL layers on, never changed.
+    Raises only for an unknown dialect name.
 
     >>> r = extract_sql_lineage("insert into t (a) select x from s where y > 0")
     >>> from atlas_bridge.graph import end_to_end, relation_lines
@@ -160,6 +174,8 @@ def extract_sql_lineage(
     ['s.x -> fdd -> t.a', 's.y -> fdr -> t.PseudoRows']
     """
     d = resolve_dialect(dialect)
+    if type(d) in (Trino, Presto) and "`" in sql:
+        d = Athena()  # Athena's Hive DDL (backquoted names) written as Trino/Presto: Athena reads both
     state = ScriptState(
         schema=SchemaIndex(schema, default_db),
         dialect=d,
@@ -186,6 +202,40 @@ def extract_sql_lineage(
     return ExtractionResult.model_construct(lineage=lineage, problems=tuple(state.problems))
 
 
+def learn_schema(
+    sql: str,
+    dialect: str | None = None,
+    schema: Mapping[str, Any] | SchemaIndex | None = None,
+    default_db: str | None = None,
+    *,
+    time_budget_s: float | None = DEFAULT_TIME_BUDGET_S,
+) -> tuple[list[LearnedTable], bool]:
+    """The tables, views, CTAS and external tables a script's CREATE statements define, with their columns.
+
+    Only statements that start with CREATE are analysed (as :func:`extract_sql_lineage` would, so a view's
+    or CTAS's columns come from its query, resolved against ``schema``); problems are left to the
+    extraction itself. Returns the tables in order and whether some defined table's columns stayed
+    unknown (``SELECT *`` of a table ``schema`` does not know yet: a later pass with more schema may tell).
+
+    >>> learn_schema("create table s.t (a int); select 1; create view s.v as select * from s.t")
+    ([(None, 's', 't', [('a', 'INT')]), (None, 's', 'v', [('a', 'INT')])], False)
+    >>> learn_schema("create view s.w as select * from s.u")
+    ([], True)
+    """
+    d = resolve_dialect(dialect)
+    index = SchemaIndex(schema if isinstance(schema, SchemaIndex) else SchemaIndex(schema), default_db)
+    state = ScriptState(
+        schema=index, dialect=d, text=sql, lines=LineIndex(sql), file=None, default_db=default_db or None
+    )
+    parser = d.parser(error_level=ErrorLevel.RAISE)
+    unicode_ok = _SURROGATE.search(sql) is None
+    for chunk in _chunks(state, sql, d):
+        if not chunk.tokens or chunk.tokens[0].text.upper() != "CREATE":
+            continue
+        _contained(state, parser, chunk, time_budget_s, unicode_ok=unicode_ok)
+    return index.defined(), index.pending()
+
+
 _SURROGATE = re.compile("[\ud800-\udfff]")
 """A lone surrogate: possible in a Python ``str`` (``surrogateescape``, JSON ``\\ud800``), not Unicode."""
 
@@ -193,6 +243,8 @@ _SURROGATE = re.compile("[\ud800-\udfff]")
 def _chunks(state: ScriptState, sql: str, d: Dialect) -> list[StatementChunk]:
     """The script's statements; a failure of the procedural re-grouping costs the grouping, not the script."""
     chunks = split_statements(sql, d)
+    for chunk in chunks:
+        chunk.tokens = resplit.prepare_tokens(chunk.tokens, d)
     try:
         return regroup_chunks(chunks, state)
     except Exception as e:  # a bug of ours: analyse the statements one by one instead
@@ -217,13 +269,13 @@ def _contained(
         claimed = run_text_handlers(state, parser, chunk, budget)
         if claimed is not None:
             return claimed
-        graph = _statement(state, parser, chunk, budget)
+        graphs = _statement(state, parser, chunk, budget)
     except Exception as e:  # RecursionError, sqlglot's own bugs, ours: this statement only
         logger.debug("statement %d failed", chunk.index, exc_info=True)
         state.counters, state.procedure, state.resolve_variable = counters, procedure, resolver
         state.problems.append(_problem(state, chunk.index, chunk.start, *failure(e)))
         return []
-    return [] if graph is None else [graph]
+    return graphs
 
 
 def _salvage(state: ScriptState, done: list[tuple[StatementChunk, GraphBuilder]]) -> Lineage:
@@ -250,18 +302,48 @@ def _problem(state: ScriptState, index: int, offset: int, message: str, kind: st
 
 
 def _statement(
-    state: ScriptState, parser: Parser, chunk: StatementChunk, budget: float | None
-) -> GraphBuilder | None:
+    state: ScriptState, parser: Parser, chunk: StatementChunk, budget: float | None, *, whole: bool = True
+) -> list[GraphBuilder]:
+    """The statement's graph (none when it failed: then a Problem says why). A T-SQL statement that does
+    not parse whole may be several without semicolons between them: each is analysed alone."""
     if chunk.error is not None:
         state.problems.append(
             _problem(state, chunk.index, chunk.error_offset or chunk.start, chunk.error, "parse")
         )
-        return None
+        return []
+    if not whole:
+        graph = _one_statement(state, parser, chunk, budget)
+        return [] if graph is None else [graph]
+    try:
+        graph = _one_statement(state, parser, chunk, budget, several_ok=isinstance(state.dialect, TSQL))
+    except _SeveralStatements as several:
+        return [g for piece in several.pieces for g in _statement(state, parser, piece, budget, whole=False)]
+    return [] if graph is None else [graph]
+
+
+class _SeveralStatements(Exception):
+    """A statement that did not parse whole is several (T-SQL without semicolons): its pieces."""
+
+    def __init__(self, pieces: list[StatementChunk]) -> None:
+        super().__init__(f"{len(pieces)} statements")
+        self.pieces = pieces
+
+
+def _one_statement(
+    state: ScriptState,
+    parser: Parser,
+    chunk: StatementChunk,
+    budget: float | None,
+    *,
+    several_ok: bool = False,
+) -> GraphBuilder | None:
     started = time.monotonic()
     deadline = None if budget is None else started + budget
     try:
         parsed = parser.parse(chunk.tokens, state.text)
     except ParseError as e:
+        if several_ok and (pieces := resplit_pieces(chunk)):
+            raise _SeveralStatements(pieces) from e
         offset = _error_offset(e, chunk)
         msg = e.errors[0]["description"] if e.errors and e.errors[0].get("description") else str(e)
         msg = _TOKEN_REPR.sub(lambda m: repr(m.group(1)), msg)
@@ -274,6 +356,8 @@ def _statement(
     stmts = [p for p in parsed if p is not None and not isinstance(p, exp.Semicolon)]
     if not stmts:
         return None
+    if several_ok and isinstance(stmts[0], exp.Command) and (pieces := resplit_pieces(chunk)):
+        raise _SeveralStatements(pieces)  # sqlglot's fallback swallowed the statements that follow
     if deadline is not None and time.monotonic() > deadline:
         state.problems.append(
             _problem(

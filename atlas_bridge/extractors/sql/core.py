@@ -271,6 +271,7 @@ class StatementContext:
         self.problems: list[Problem] = []
         self.dialect = state.dialect
         self._lateral_ok = type(state.dialect).__name__.lower() in LATERAL_ALIAS_DIALECTS
+        self._implicit_recursion = type(state.dialect).__name__.lower() in IMPLICIT_RECURSION_DIALECTS
         self.query_hash = query_hash(self.sql)
         self.key = _statement_key(state, self.query_hash)
         self.process_id: str | None = None
@@ -407,6 +408,11 @@ class StatementContext:
             table.catalog or None, table.db or self.state.default_db or None, table.name
         )
 
+    def table_in_order(self, table: exp.Table) -> bool:
+        return self.state.schema.in_order(
+            table.catalog or None, table.db or self.state.default_db or None, table.name
+        )
+
     # -- writing --------------------------------------------------------------------------------------
 
     def write_into(
@@ -456,7 +462,50 @@ class StatementContext:
                 effect_type=self.effect_type,
                 process_id=self.process_id,
             )
+        if target.kind in (DatasetKind.TABLE, DatasetKind.VIEW):
+            self._type_columns(target, [(s, t) for (s, _), t in zip(pairs, written, strict=True)], qr)
         return written
+
+    def _type_columns(self, target: DatasetBuilder, pairs: list[tuple[str, str]], qr: QueryResult) -> None:
+        """Types onto the target columns written (the Atlas column's ``type``): the schema's (or DDL's),
+        else the type of the one typed column the value is an exact copy of (a view's ``SELECT a``)."""
+        known = self.state.schema.columns(target.catalog, target.db, target.name)
+        types = {c.lower(): t for c, t in known or () if t}
+        incoming: dict[ColKey, list[ColKey]] | None = None
+        for src, name in pairs:
+            col = target.columns.get(name.lower())
+            if col is None or col.data_type is not None:
+                continue
+            if name.lower() in types:
+                col.data_type = types[name.lower()]
+                continue
+            if incoming is None:
+                incoming = {}
+                for rel in self.graph.relations.values():
+                    if rel.type is FDD and rel.effect is Effect.EXACT_COPY:
+                        incoming.setdefault(rel.target, []).append(rel.source)
+            col.data_type = self._copied_type((qr.ds.id, src), incoming)
+
+    def _copied_type(self, key: ColKey, incoming: dict[ColKey, list[ColKey]]) -> str | None:
+        """The type every exact-copy chain into ``key`` agrees on (at most 16 hops), else None."""
+        frontier, seen, found = [key], {key}, set()
+        for _ in range(16):
+            nxt: list[ColKey] = []
+            for k in frontier:
+                ds = self.graph.datasets.get(k[0])
+                col = ds.columns.get(k[1].lower()) if ds is not None else None
+                if col is not None and col.data_type:
+                    found.add(col.data_type)
+                    continue
+                sources = incoming.get(k, [])
+                if not sources:
+                    return None  # a chain that ends untyped: the type is not known
+                nxt.extend(s for s in sources if s not in seen)
+                seen.update(sources)
+            frontier = nxt
+            if not frontier:
+                break
+        return found.pop() if len(found) == 1 and not frontier else None
 
     # -- queries --------------------------------------------------------------------------------------
 
@@ -514,7 +563,7 @@ class StatementContext:
             for c in col_names:
                 ds.column(c)
             visible = dict(out)
-            if recursive:
+            if recursive or (self._implicit_recursion and _refers_to_itself(cte.this, name)):
                 visible[name.lower()] = cte_qr
 
             def first(
@@ -671,6 +720,7 @@ class StatementContext:
                         )
                     continue
                 if ref.window or ref.clause is not None:
+                    is_agg = is_agg or (ref.window and ref.agg)  # a window key over grouped aggregates
                     clause = ref.clause or ClauseType.WINDOW
                     self.graph.add(FDR, ref.key, (ds.id, col), clause_type=clause, span=ref.span)
                     continue
@@ -747,6 +797,11 @@ class StatementContext:
                         refs.extend(aliases.get(proj_name.lower(), []))
                     continue
                 self._collect(g, scope, refs, lateral=aliases, filter_context=True)
+            if group.args.get("all"):  # GROUP BY ALL: by every select item that is no aggregate
+                grouped = True
+                for name in qr.columns:
+                    if name not in agg_cols:
+                        refs.extend(r for r in aliases.get(name.lower(), []) if not r.window)
             restrict([r for r in refs if not r.agg], ClauseType.GROUP_BY, True)
         having = sel.args.get("having")
         if having is not None:
@@ -841,6 +896,97 @@ class StatementContext:
     # -- FROM -----------------------------------------------------------------------------------------
 
     def _add_source(self, scope: Scope, item: exp.Expr) -> None:
+        self._add_plain_source(scope, item)
+        for pivot in item.args.get("pivots") or []:
+            if isinstance(pivot, exp.Pivot) and scope.sources:
+                scope.sources[-1] = self._pivot(scope.sources[-1], pivot)
+
+    def _pivot(self, base: Source, pivot: exp.Pivot) -> Source:
+        """``PIVOT (agg FOR col IN (...))``: each pivoted column is the aggregate's data, restricted by the
+        FOR column and grouped by the other columns (passed through); ``UNPIVOT (v FOR name IN (c1, c2))``:
+        v is the data of c1, c2..., name holds their names (no data), the other columns pass through."""
+        ds = self.numbered_resultset("PIVOT", "pivot_table", pivot.alias or base.alias or None)
+        qr = QueryResult(ds)
+        own = Scope(None, {})
+        own.sources.append(base)
+        field = (pivot.args.get("fields") or [None])[0]
+        for_col = field.this if isinstance(field, exp.In) else None
+        items = list(field.expressions) if isinstance(field, exp.In) else []
+        used: set[str] = set()
+
+        def refs_of(node: exp.Expr | None, agg: bool = False) -> list[Ref]:
+            out: list[Ref] = []
+            if node is not None:
+                self._collect(node, own, out, agg=agg)
+            for col in node.find_all(exp.Column) if node is not None else []:
+                used.add(col.name.lower())
+            return out
+
+        def columns_of(node: exp.Expr) -> list[exp.Expr]:
+            node = node.this if isinstance(node, (exp.PivotAlias, exp.Alias)) else node
+            return list(node.expressions) if isinstance(node, exp.Tuple) else [node]
+
+        if pivot.args.get("unpivot"):
+            values = [
+                c.name or f"value{i + 1}"
+                for i, c in enumerate(c for e in pivot.expressions for c in columns_of(e))
+            ]
+            per_item = [columns_of(i) for i in items]
+            name_col = None
+            if isinstance(for_col, (exp.Column, exp.Identifier)) and for_col.name:
+                name_col = qr.add_output(for_col.name)
+            data: list[tuple[str, list[Ref]]] = []
+            for n, value in enumerate(values):
+                refs = [r for cols in per_item if n < len(cols) for r in refs_of(cols[n])]
+                data.append((qr.add_output(value), refs))
+            used.update(v.lower() for v in values)
+            if name_col is not None:
+                used.add(name_col.lower())
+            group: list[Ref] = []
+        else:
+            per_agg = [(e.alias.lower(), refs_of(e, agg=True)) for e in pivot.expressions]
+            every = [r for _, refs in per_agg for r in refs]
+
+            def measures(name: str) -> list[Ref]:
+                """Several aggregates: a column named ``<value>_<alias>`` (or the reverse) is its alias's."""
+                low = name.lower()
+                hits = [r for a, r in per_agg if a and (low.endswith(f"_{a}") or low.startswith(f"{a}_"))]
+                return hits[0] if len(per_agg) > 1 and len(hits) == 1 else every
+
+            names = [c.name for c in pivot.args.get("columns") or []]
+            names = names or [i.alias_or_name for i in items]
+            data = [(qr.add_output(n), measures(n)) for n in names if n]
+            group = refs_of(for_col)
+        for col, refs in data:
+            for ref in refs:
+                effect = Effect.AGGREGATION if ref.agg else Effect.EXACT_COPY
+                self.graph.add(FDD, ref.key, (ds.id, col), effect=effect)
+            for ref in group:
+                self.graph.add(FDR, ref.key, (ds.id, col), clause_type=ClauseType.GROUP_BY)
+
+        def passed(name: str, span: Span | None) -> str | None:
+            """A column neither pivoted nor aggregated: passed through, and (PIVOT) a grouping key."""
+            if name.lower() in used or base.has(name) is False:
+                return None
+            key = base.column(name, span, force=True)
+            if key is None:
+                return None
+            col = ds.column(name)
+            self.graph.add(FDD, key, (ds.id, col), effect=Effect.EXACT_COPY)
+            if not pivot.args.get("unpivot"):
+                for out, _ in data:
+                    self.graph.add(FDR, key, (ds.id, out), clause_type=ClauseType.GROUP_BY)
+            return col
+
+        through = [passed(n, None) or n for n in base.column_list() or [] if n.lower() not in used]
+        qr.columns = through + qr.columns  # the passed-through columns come first
+        qr._index = {c.lower(): c for c in qr.columns}
+        if base.column_list() is None:
+            qr.extra = passed
+        alias = (pivot.alias or base.alias).lower()
+        return Source(alias=alias, ds=ds, names=(*base.names, alias), query=qr)
+
+    def _add_plain_source(self, scope: Scope, item: exp.Expr) -> None:
         self.check()
         alias_expr = item.args.get("alias")
         alias = item.alias if isinstance(alias_expr, exp.TableAlias) else ""
@@ -917,6 +1063,9 @@ class StatementContext:
         if isinstance(item, (exp.Unnest, exp.Func)):
             self._function_source(scope, item, alias, alias_cols)
             return
+        if isinstance(item, exp.TableFromRows) and isinstance(item.this, exp.Func):
+            self._function_source(scope, item.this, alias, alias_cols)  # Snowflake TABLE(generator(...))
+            return
         msg = f"unsupported FROM item {item.key.upper()}"
         raise UnsupportedSQL(msg)
 
@@ -966,7 +1115,8 @@ class StatementContext:
                         function=fname,
                     )
 
-        for c in alias_cols or ([alias] if alias and isinstance(func, exp.Unnest) else []):
+        # without a column list the alias also names the single column (``FROM generate_series(...) AS d``)
+        for c in alias_cols or ([alias] if alias else []):
             feed(qr.add_output(c))
         if not alias_cols:
 
@@ -1033,7 +1183,7 @@ class StatementContext:
                 if isinstance(node, exp.Count) and _counts_rows(node):
                     out.append(Ref(("", ""), count_star=True, window=window, func="COUNT"))
                     continue
-                agg, func = (not window) or agg, node.sql_name()
+                agg, func = True, node.sql_name()  # also in window keys: OVER (ORDER BY SUM(v)) ranks groups
             elif isinstance(node, exp.Func):
                 func = node.name if isinstance(node, exp.Anonymous) else node.sql_name()
             elif isinstance(node, exp.Filter):
@@ -1084,9 +1234,10 @@ class StatementContext:
             for ref in own:
                 ref.window = ref.window or ref.count_star  # COUNT(*) OVER: no grouped aggregate
             out.extend(own)
-        for p in node.args.get("partition_by") or []:
+        named = _named_window(node)
+        for p in node.args.get("partition_by") or named.args.get("partition_by") or []:
             self._collect(p, scope, out, lateral=lateral, window=True, bound=bound)
-        order = node.args.get("order")
+        order = node.args.get("order") or named.args.get("order")
         if order is not None:
             self._collect(order, scope, out, lateral=lateral, window=True, bound=bound)
 
@@ -1247,9 +1398,31 @@ def _same_set_operation(a: exp.SetOperation, b: exp.SetOperation) -> bool:
     return type(a) is type(b) and bool(a.args.get("distinct")) == bool(b.args.get("distinct"))
 
 
+def _named_window(node: exp.Window) -> exp.Window:
+    """``OVER w`` with ``WINDOW w AS (...)``: the named definition (else the node itself)."""
+    name = node.args.get("alias")
+    select = node.find_ancestor(exp.Select)
+    if not isinstance(name, exp.Identifier) or select is None:
+        return node
+    for spec in select.args.get("windows") or []:
+        if isinstance(spec, exp.Window) and spec.this.name.lower() == name.name.lower():
+            return spec
+    return node
+
+
+def _refers_to_itself(body: exp.Expr, name: str) -> bool:
+    """A CTE body that is a set operation naming the CTE as an unqualified table: a recursive CTE in the
+    dialects where ``RECURSIVE`` is not written (T-SQL, Oracle) or optional (Snowflake, SQLite)."""
+    if not isinstance(body, exp.SetOperation):
+        return False
+    low = name.lower()
+    return any(not t.db and t.name.lower() == low for t in body.find_all(exp.Table))
+
+
 def _counts_rows(count: exp.Count) -> bool:
-    """COUNT(*) / COUNT(): counts rows, fed by PseudoRows rather than by a column."""
-    return count.this is None or isinstance(count.this, exp.Star)
+    """COUNT(*) / COUNT() / COUNT(1): counts rows, fed by PseudoRows rather than by a column (a non-null
+    literal is never skipped, so ``COUNT(1)`` and ``COUNT('x')`` count every row as ``COUNT(*)`` does)."""
+    return count.this is None or isinstance(count.this, (exp.Star, exp.Literal))
 
 
 def _qualifier(col: exp.Column) -> list[str]:
@@ -1261,6 +1434,10 @@ LATERAL_ALIAS_DIALECTS = frozenset(
     {"snowflake", "databricks", "spark", "redshift", "teradata", "duckdb", "clickhouse"}
 )
 """Dialects whose select items may name an earlier item's alias (ANSI, PostgreSQL, BigQuery... may not)."""
+
+IMPLICIT_RECURSION_DIALECTS = frozenset({"tsql", "fabric", "oracle", "snowflake", "sqlite"})
+"""Dialects where a CTE that names itself is recursive without ``WITH RECURSIVE`` (elsewhere the name is a
+table: PostgreSQL's ``WITH u AS (SELECT ... FROM u)`` reads the table u)."""
 
 
 class _SelectListAliases(Mapping[str, list["Ref"]]):

@@ -78,7 +78,7 @@ def handle_create(stmt: exp.Expr, ctx: StatementContext) -> None:
         return
     _external_locations(stmt, table, ctx)
     _foreign_keys(stmt.this, table, ctx)
-    if stmt.expression is not None:
+    if stmt.expression is not None and not isinstance(stmt.expression, exp.Table):
         return  # CTAS: the core handler wrote it
     copied = _copied_table(stmt)
     if copied is not None:
@@ -98,12 +98,16 @@ def _created_table(stmt: exp.Create, table: exp.Table, ctx: StatementContext) ->
 
 
 def _copied_table(stmt: exp.Create) -> tuple[exp.Table, str] | None:
-    """``LIKE t1`` / ``(LIKE t1)`` (the shape) or ``CLONE t1`` / BigQuery ``COPY t1`` (shape and data)."""
+    """``LIKE t1`` / ``(LIKE t1)`` / Teradata ``AS t1 WITH NO DATA`` (the shape) or ``CLONE t1`` / BigQuery
+    ``COPY t1`` / Teradata ``AS t1 WITH DATA`` (shape and data)."""
     clone = stmt.args.get("clone")
     if isinstance(clone, exp.Clone) and isinstance(clone.this, exp.Table):
         return clone.this, "clone"
     props = stmt.args.get("properties")
     nodes = list(props.expressions) if isinstance(props, exp.Properties) else []
+    if isinstance(stmt.expression, exp.Table):  # Teradata CREATE TABLE t2 AS t1 WITH [NO] DATA
+        data = any(isinstance(n, exp.WithDataProperty) and not n.args.get("no") for n in nodes)
+        return stmt.expression, "clone" if data else "like"
     if isinstance(stmt.this, exp.Schema):
         nodes += stmt.this.expressions
     for node in nodes:
@@ -130,6 +134,9 @@ def _copy_table(table: exp.Table, copied: tuple[exp.Table, str], ctx: StatementC
     )
     known = ctx.table_columns(source)
     if known is None:
+        ctx.state.schema.unresolved(
+            table.catalog or None, table.db or ctx.state.default_db or None, table.name
+        )
         return
     for name, data_type in known:
         ctx.graph.add(
@@ -236,11 +243,17 @@ def _foreign_key_edges(
 
 @handler(exp.Alter)
 def handle_alter(stmt: exp.Expr, ctx: StatementContext) -> None:
-    """ALTER TABLE: SET LOCATION (path -> table), ADD [CONSTRAINT] FOREIGN KEY; RENAME / SWAP in core."""
+    """ALTER TABLE: SET LOCATION (path -> table), ADD [CONSTRAINT] FOREIGN KEY; RENAME / SWAP in core;
+    ALTER VIEW ... AS SELECT: the view's new definition."""
     assert isinstance(stmt, exp.Alter)
     table = stmt.this
     actions = list(stmt.args.get("actions") or [])
     if not isinstance(table, exp.Table):
+        return
+    query = next((a for a in actions if isinstance(a, exp.Query)), None)
+    if str(stmt.args.get("kind") or "").upper() == "VIEW" and query is not None:
+        # ALTER VIEW v AS SELECT ... (MySQL, Hive, Spark) redefines the view as CREATE OR REPLACE VIEW does
+        statements.handle_create(exp.Create(this=table, kind="VIEW", expression=query, replace=True), ctx)
         return
     name = statements._display(table)
     handled = False

@@ -11,13 +11,16 @@ data: they produce neither an edge nor a problem (DELETE's WHERE picks rows to d
 from __future__ import annotations
 
 import dataclasses
+import re
 
 from sqlglot import exp
+from sqlglot.errors import SqlglotError
 
 from atlas_bridge.extractors.sql import statements
 from atlas_bridge.extractors.sql.builder import DatasetBuilder
 from atlas_bridge.extractors.sql.core import QueryResult, Ref, Scope, Source, StatementContext, UnsupportedSQL
-from atlas_bridge.extractors.sql.registry import handler
+from atlas_bridge.extractors.sql.registry import find_handler, handler
+from atlas_bridge.extractors.sql.split import shift_tokens
 from atlas_bridge.model import ClauseType, Effect, RelationType
 
 FDD = RelationType.FDD
@@ -137,11 +140,15 @@ def _set_items(
         if isinstance(left, (exp.Tuple, exp.Paren)) and isinstance(right, exp.Subquery):
             names = [c.name for c in (left.expressions if isinstance(left, exp.Tuple) else [left.this])]
             qr = ctx.query_lineage(right, scope, scope.ctes)
+            fed = ctx.graph.is_fed(qr.rows_key)
             for name, out in zip(names, qr.columns, strict=False):
                 col = rs.column(name)
                 written.append(col)
                 ctx.graph.add(FDD, (qr.ds.id, out), (rs.id, col), effect=Effect.EXACT_COPY)
-            _restrict_from_query(ctx, qr, rs)
+                if (
+                    fed
+                ):  # the subquery's row picks each value (as ``SET a = (SELECT ...)``), not the rows updated
+                    ctx.graph.add(FDR, qr.rows_key, (rs.id, col), clause_type=ClauseType.SELECT)
             continue
         if not isinstance(left, exp.Column):
             continue  # SET @variable = ... (T-SQL) writes no table column
@@ -151,11 +158,6 @@ def _set_items(
         ctx._collect(right, scope, refs)
         _feed(ctx, refs, (rs.id, col), right, scope)
     return written
-
-
-def _restrict_from_query(ctx: StatementContext, qr: QueryResult, rs: DatasetBuilder) -> None:
-    if ctx.graph.is_fed(qr.rows_key):
-        ctx.graph.add(FDR, qr.rows_key, (rs.id, rs.rows()), clause_type=ClauseType.SELECT)
 
 
 def _base_table(node: exp.Expr | None, ctes: dict[str, exp.Expr], depth: int = 0) -> exp.Table | None:
@@ -287,7 +289,12 @@ def handle_merge(stmt: exp.Expr, ctx: StatementContext) -> None:
     for when in branches:
         ctx.check()
         then = when.args.get("then")
-        if isinstance(then, exp.Update):
+        star = _star_action(then)
+        if star is not None:  # Databricks ``UPDATE SET *`` / ``INSERT *``: every column by name
+            rs = ctx.numbered_resultset(f"MERGE-{star}", f"merge-{star.lower()}", tbl.alias or None)
+            written = _merge_star(ctx, scope.sources[1], rs, [c for c, _ in known] if known else None)
+            effect_type = f"merge_{star.lower()}"
+        elif isinstance(then, exp.Update):
             rs = ctx.numbered_resultset("MERGE-UPDATE", "merge-update", tbl.alias or None)
             written = _set_items(ctx, list(then.expressions), values, rs)
             effect_type = "merge_update"
@@ -304,6 +311,36 @@ def handle_merge(stmt: exp.Expr, ctx: StatementContext) -> None:
             ctx._join_pairs(on, scope)
         _pass_rows(ctx, scope, rs)
         _write(ctx, rs, written, target, effect_type)
+
+
+def _star_action(then: exp.Expr | None) -> str | None:
+    """``UPDATE SET *`` -> "UPDATE", ``INSERT *`` -> "INSERT", any other action -> None."""
+    if isinstance(then, exp.Update) and [type(e) for e in then.expressions] == [exp.Star]:
+        return "UPDATE"
+    if isinstance(then, exp.Insert) and isinstance(then.this, exp.Star):
+        return "INSERT"
+    return None
+
+
+def _merge_star(
+    ctx: StatementContext, source: Source, rs: DatasetBuilder, known: list[str] | None
+) -> list[str]:
+    """Every source column into the target column of its name (the source's columns, else the target's);
+    ``*`` -> ``*`` when neither is known."""
+    names = source.column_list() or known or []
+    written: list[str] = []
+    for name in names:
+        key = source.column(name, None, force=True)
+        if key is None:
+            continue
+        col = rs.column(name)
+        written.append(col)
+        ctx.graph.add(FDD, key, (rs.id, col), effect=Effect.EXACT_COPY)
+    if not names:
+        col = rs.column("*")
+        written.append(col)
+        ctx.graph.add(FDD, (source.ds.id, source.ds.column("*")), (rs.id, col), effect=Effect.EXACT_COPY)
+    return written
 
 
 def _merge_insert(
@@ -326,6 +363,33 @@ def _merge_insert(
         ctx._collect(val, scope, refs)
         _feed(ctx, refs, (rs.id, col), val, scope)
     return written
+
+
+# ---------------------------------------------------------------------------------------------------------
+# MySQL REPLACE
+
+_REPLACE = re.compile(r"\s*REPLACE(?=\s+(?:(?:LOW_PRIORITY|DELAYED)\s+)?INTO\b)", re.IGNORECASE)
+
+
+def replace_command(ctx: StatementContext) -> bool:
+    """MySQL ``REPLACE INTO t ...`` (sqlglot keeps it as text) inserts after deleting the rows with the same
+    key: an INSERT's lineage. Parsed again as ``INSERT`` (same length, so positions stay); True when done."""
+    match = _REPLACE.match(ctx.sql)
+    if match is None:
+        return False
+    text = ctx.sql[: match.end() - len("REPLACE")] + "INSERT " + ctx.sql[match.end() :]
+    try:
+        tokens = ctx.dialect.tokenize(text)
+        shift_tokens(tokens, ctx.start, *ctx.state.lines.position(ctx.start))
+        parsed = ctx.dialect.parser().parse(tokens, ctx.state.text)
+    except SqlglotError:
+        return False
+    stmt = parsed[0] if parsed else None
+    fn = find_handler(stmt) if isinstance(stmt, exp.Insert) else None
+    if stmt is None or fn is None:
+        return False
+    fn(stmt, ctx)
+    return True
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -356,9 +420,11 @@ def handle_select(stmt: exp.Expr, ctx: StatementContext) -> None:
     qr = ctx.query_lineage(query)
     target = ctx.table(_plain_table(table))
     written = ctx.write_into(qr, target, None)
+    db = table.db or ctx.state.default_db or None
     if "*" not in written:
-        db = table.db or ctx.state.default_db or None
         ctx.state.schema.add(table.catalog or None, db, table.name, [(c, None) for c in written])
+    else:
+        ctx.state.schema.unresolved(table.catalog or None, db, table.name)
 
 
 # ---------------------------------------------------------------------------------------------------------

@@ -10,7 +10,7 @@ from __future__ import annotations
 from sqlglot import exp
 from sqlglot.parser import Parser
 
-from atlas_bridge.extractors.sql import ddl, statements
+from atlas_bridge.extractors.sql import ddl, dml, statements
 from atlas_bridge.extractors.sql.builder import GraphBuilder
 from atlas_bridge.extractors.sql.core import ScriptState, StatementContext
 from atlas_bridge.extractors.sql.registry import handler, text_handler
@@ -124,6 +124,8 @@ def handle_command(stmt: exp.Expr, ctx: StatementContext) -> None:
     if head in NO_LINEAGE_COMMANDS or two in NO_LINEAGE_COMMANDS:
         return
     if head == "CREATE" and ddl.clone_command(ctx):
+        return
+    if head == "REPLACE" and dml.replace_command(ctx):
         return
     statements.handle_command(stmt, ctx)
 

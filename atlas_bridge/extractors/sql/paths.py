@@ -171,8 +171,7 @@ def load_unquoted_path(
     except Exception:
         return None
     fixed = StatementChunk(index=chunk.index, start=chunk.start, end=chunk.end, tokens=tokens)
-    graph = _statement(state, parser, fixed, budget)
-    return [graph] if graph is not None else []
+    return _statement(state, parser, fixed, budget)
 
 
 # ---------------------------------------------------------------------------------------------------------

@@ -38,6 +38,7 @@ from sqlglot.tokens import Token, TokenType  # type: ignore[attr-defined]
 from atlas_bridge.extractors.sql.builder import ColKey, DatasetBuilder, GraphBuilder
 from atlas_bridge.extractors.sql.core import QueryResult, ScriptState, StatementContext, UnsupportedSQL
 from atlas_bridge.extractors.sql.registry import chunk_hook, find_handler, run_post_hooks, text_handler
+from atlas_bridge.extractors.sql.resplit import token_statements
 from atlas_bridge.extractors.sql.split import StatementChunk
 from atlas_bridge.extractors.sql.textual import (
     dotted_name,
@@ -449,7 +450,8 @@ def procedural_block(
             toks = part.tokens[body_from:] if n == 0 else part.tokens
             if n == 0 and _block_kind(first_tokens) == "declare":
                 toks = toks[1:]
-            in_declare = _inner_statement(block, toks, in_declare)
+            for piece in token_statements(toks, state.dialect):  # T-SQL: semicolons are optional
+                in_declare = _inner_statement(block, piece, in_declare)
     finally:
         state.procedure, state.resolve_variable = old_proc, old_resolver
     if procedure is not None:

@@ -137,14 +137,14 @@ def _split_by_scanning(text: str, dialect: Dialect) -> list[StatementChunk]:
             )
             continue
         if toks:
-            _shift(toks, start, *lines.position(start))
+            shift_tokens(toks, start, *lines.position(start))
             chunks.append(
                 StatementChunk(index=len(chunks) + 1, start=toks[0].start, end=toks[-1].end + 1, tokens=toks)
             )
     return chunks
 
 
-def _shift(toks: list[Token], offset: int, line: int, column: int) -> None:
+def shift_tokens(toks: list[Token], offset: int, line: int, column: int) -> None:
     """Make the positions of tokens of ``text[offset:]`` (tokenized alone) positions in ``text``."""
     for t in toks:
         if t.line == 1:

@@ -129,7 +129,11 @@ def handle_create(stmt: exp.Expr, ctx: StatementContext) -> None:
     if "*" not in written:
         defs = _column_defs(stmt.this, None, ctx.dialect)
         types = {c.lower(): t for c, t in defs}
+        for c in written:  # else the type of the column it copies (known from a schema or DDL)
+            types[c.lower()] = types.get(c.lower()) or target.columns[c.lower()].data_type
         state.schema.add(table.catalog or None, db, table.name, [(c, types.get(c.lower())) for c in written])
+    else:
+        state.schema.unresolved(table.catalog or None, db, table.name)
 
 
 @handler(exp.Insert)
@@ -159,6 +163,8 @@ def handle_insert(stmt: exp.Expr, ctx: StatementContext) -> None:
     columns: list[str] | None = col_list or None
     if columns is None and not by_name:
         known = ctx.table_columns(table)
+        if known is not None and not ctx.table_in_order(table):
+            known = None  # names known, order not (read from Atlas): write by name
         if known is not None:
             static = _static_partition_columns(table)
             columns = [c for c, _ in known if c.lower() not in static]
