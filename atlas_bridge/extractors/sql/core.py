@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 
 from sqlglot import exp
 from sqlglot.dialects.dialect import Dialect
+from sqlglot.tokens import Token  # type: ignore[attr-defined]
 
 from atlas_bridge.extractors.sql.builder import ColKey, DatasetBuilder, GraphBuilder
 from atlas_bridge.extractors.sql.schema import SchemaIndex
@@ -278,6 +279,9 @@ class StatementContext:
         self.effect_type = "select"
         self._names_used: set[str] = set()
         self._orphans_warned: set[tuple[str, Span | None]] = set()
+        self.tokens: list[Token] | None = None
+        """The statement's tokens, when its tree was parsed from them alone (post hooks may skip a tree
+        walk that the tokens show would find nothing)."""
 
     # -- bookkeeping ----------------------------------------------------------------------------------
 
