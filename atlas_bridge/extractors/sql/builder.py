@@ -240,24 +240,24 @@ class GraphBuilder:
     ) -> None:
         if source == target:
             return
-        key = (rtype.value, source, target, clause_type.value if clause_type else "")
+        key = (rtype._value_, source, target, clause_type._value_ if clause_type else "")
         old = self.relations.get(key)
         if old is not None:
             if effect is not None and (old.effect is None or effect.rank > old.effect.rank):
                 old.effect = effect
             return
-        self.relations[key] = RelationBuilder(
-            type=rtype,
-            source=source,
-            target=target,
-            clause_type=clause_type,
-            effect_type=effect_type,
-            process_id=process_id,
-            flow=flow,
-            effect=effect,
-            transform=transform,
-            function=function,
-            span=span,
+        self.relations[key] = RelationBuilder(  # positional: fields in declaration order (hot path)
+            rtype,
+            source,
+            target,
+            clause_type,
+            effect_type,
+            process_id,
+            flow,
+            effect,
+            transform,
+            function,
+            span,
         )
         if rtype is not RelationType.JOIN:
             self._incoming.add(target)

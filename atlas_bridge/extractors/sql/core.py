@@ -1107,9 +1107,9 @@ class StatementContext:
         self.check()
         name = col.name
         span = self.span_of(col)
-        qual = tuple(p.lower() for p in _qualifier(col))
+        parts = _qualifier(col)
+        qual = tuple(p.lower() for p in parts)
         if qual:
-            parts = _qualifier(col)
             for cut in range(len(qual), 0, -1):
                 s: Scope | None = scope
                 while s is not None:
@@ -1257,8 +1257,23 @@ def _counts_rows(count: exp.Count) -> bool:
 
 
 def _qualifier(col: exp.Column) -> list[str]:
-    parts = [col.args.get(k) for k in ("catalog", "db", "table")]
-    return [p.name for p in parts if isinstance(p, exp.Expr) and p.name]
+    args = col.args
+    out = []
+    for key in _QUALIFIER_ARGS:
+        part = args.get(key)
+        if part is None:
+            continue
+        # an Identifier's name is its "this" (a str): read it without the property chain (hot path)
+        name = part.args.get("this") if type(part) is _IDENTIFIER else None
+        if type(name) is not str:
+            name = part.name if isinstance(part, exp.Expr) else ""
+        if name:
+            out.append(name)
+    return out
+
+
+_QUALIFIER_ARGS = ("catalog", "db", "table")
+_IDENTIFIER = exp.Identifier
 
 
 LATERAL_ALIAS_DIALECTS = frozenset(

@@ -23,7 +23,7 @@ from sqlglot.dialects.dialect import Dialect
 from sqlglot.tokens import Token, TokenType  # type: ignore[attr-defined]
 
 from atlas_bridge.model import Span
-from atlas_bridge.model import construct_trusted as _fast
+from atlas_bridge.model import construct_complete as _complete
 
 
 class LineIndex:
@@ -44,7 +44,7 @@ class LineIndex:
         """Span of ``text[start:end]`` (end exclusive)."""
         line, col = self.position(start)
         end_line, end_col = self.position(max(end, start))
-        return _fast(Span, line=line, column=col, end_line=end_line, end_column=end_col)
+        return _complete(Span, {"line": line, "column": col, "end_line": end_line, "end_column": end_col})
 
 
 @dataclass
