@@ -25,12 +25,14 @@ from atlas_bridge.model import (
     Relation,
     RelationType,
     _Frozen,
+    construct_complete,
     construct_trusted,
     default_flow,
-    relation_sort_key,
 )
 
 _CHAIN_TYPES = (RelationType.FDD, RelationType.FDR)
+_FDD = RelationType.FDD.value
+_FDR = RelationType.FDR.value
 
 
 def intermediate_dataset_ids(lineage: Lineage) -> frozenset[str]:
@@ -149,15 +151,15 @@ class _Chain(NamedTuple):
             clause = head.clause
         else:
             clause = self.clause
-        return _Chain(
-            first=head.first,
-            last=self.last,
-            fdr=head.fdr or self.fdr,
-            restricting=head.restricting or self.restricting,
-            clause=clause,
-            effect=effect,
-            transform=self.transform or head.transform,
-            function=head.function or self.function,
+        return _Chain(  # positional (cheaper): first, last, fdr, restricting, clause, effect, ...
+            head.first,
+            self.last,
+            head.fdr or self.fdr,
+            head.restricting or self.restricting,
+            clause,
+            effect,
+            self.transform or head.transform,
+            head.function or self.function,
         )
 
     def _ends(self) -> tuple[RelationType, ClauseType | None, FlowKind]:
@@ -170,16 +172,20 @@ class _Chain(NamedTuple):
         """:meth:`Relation.sort_key` of :meth:`collapse`'s edge, without building it."""
         first, last = self.first, self.last
         source, target = first.source, last.target
-        kind = RelationType.FDR if self.fdr else RelationType.FDD
-        return relation_sort_key(
-            kind,
-            (source.dataset_id, source.column),
-            (target.dataset_id, target.column),
-            self.clause if self.fdr else None,
-            last.process_id or first.process_id,
-            last.effect_type or first.effect_type,
-            self.transform,
-            first.span,
+        clause = self.clause if self.fdr else None
+        span = first.span
+        # relation_sort_key, inlined (hot path; tests/test_sql_tpc.py compares with the validator's order)
+        return (
+            target.dataset_id,
+            target.column,
+            source.dataset_id,
+            source.column,
+            _FDR if self.fdr else _FDD,
+            clause._value_ if clause is not None else "",
+            last.process_id or first.process_id or "",
+            last.effect_type or first.effect_type or "",
+            self.transform or "",
+            str(span) if span is not None else "",
         )
 
     def collapse(self) -> Relation:
@@ -188,19 +194,21 @@ class _Chain(NamedTuple):
         kind, clause, flow = self._ends()
         first, last = self.first, self.last
         # Every field comes from validated relations: skip re-validation (hot path on big lineage).
-        return construct_trusted(
+        return construct_complete(
             Relation,
-            type=kind,
-            flow=flow,
-            source=first.source,
-            target=last.target,
-            effect_type=last.effect_type or first.effect_type,
-            clause_type=clause,
-            process_id=last.process_id or first.process_id,
-            effect=None if self.restricting else self.effect,
-            transform=self.transform,
-            function=self.function,
-            span=first.span,
+            {
+                "type": kind,
+                "source": first.source,
+                "target": last.target,
+                "effect_type": last.effect_type or first.effect_type,
+                "clause_type": clause,
+                "process_id": last.process_id or first.process_id,
+                "flow": flow,
+                "effect": None if self.restricting else self.effect,
+                "transform": self.transform,
+                "function": self.function,
+                "span": first.span,
+            },
         )
 
 
@@ -220,12 +228,10 @@ def _prefer_fdd_keyed(keyed: list[tuple[tuple[str, ...], _K]]) -> list[_K]:
     keyed.sort(key=_first)
     # The ends as plain strings (sort_key starts target dataset, target column, source dataset, source
     # column): hashing tuples of str is much cheaper than hashing the frozen ColumnRef models.
-    fdd = RelationType.FDD.value
-    fdr = RelationType.FDR.value
-    fdd_pairs = {key[:4] for key, _ in keyed if key[4] == fdd}
+    fdd_pairs = {key[:4] for key, _ in keyed if key[4] == _FDD}
     kept: dict[tuple[str, ...], _K] = {}
     for key, item in keyed:
-        if key[4] == fdr and key[:4] in fdd_pairs:
+        if key[4] == _FDR and key[:4] in fdd_pairs:
             continue
         kept.setdefault(key[:-1], item)
     return list(kept.values())
