@@ -276,16 +276,16 @@ class GraphBuilder:
                 if canon != col.name:
                     renames[(ds.id, col.name)] = (ds.id, canon)
                     col.name = canon
+        # a column's key is its lower-cased name, so an end exists iff (dataset, spelling) is one of these
+        exists = {(ds_id, col.name) for ds_id, ds in self.datasets.items() for col in ds.columns.values()}
         for rel in self.relations.values():
             if renames:
                 rel.source = renames.get(rel.source, rel.source)
                 rel.target = renames.get(rel.target, rel.target)
-            for ds_id, col_name in (rel.source, rel.target):
-                owner = self.datasets.get(ds_id)
-                found = owner.columns.get(col_name.lower()) if owner is not None else None
-                if found is None or found.name != col_name:
-                    msg = f"relation {rel.source} -> {rel.target}: no column {col_name!r} on {ds_id!r}"
-                    raise ValueError(msg)
+            if rel.source not in exists or rel.target not in exists:
+                ds_id, col_name = rel.source if rel.source not in exists else rel.target
+                msg = f"relation {rel.source} -> {rel.target}: no column {col_name!r} on {ds_id!r}"
+                raise ValueError(msg)
 
 
 class ScriptGraph:
