@@ -30,7 +30,6 @@ from atlas_bridge.model import (
     RelationType,
     Span,
     default_flow,
-    relation_sort_key,
 )
 from atlas_bridge.model import construct_complete as _complete
 
@@ -169,7 +168,9 @@ class RelationBuilder:
             target = refs[self.target] = _complete(
                 ColumnRef, {"dataset_id": self.target[0], "column": self.target[1]}
             )
-        flow = self.flow if self.flow is not None else default_flow(self.type, self.clause_type)
+        flow = self.flow
+        if flow is None:
+            flow = default_flow(self.type, self.clause_type)
         return _complete(
             Relation,
             {
@@ -185,19 +186,6 @@ class RelationBuilder:
                 "function": self.function,
                 "span": self.span,
             },
-        )
-
-    def sort_key(self) -> tuple[str, ...]:
-        """:meth:`Relation.sort_key` of the frozen relation, without freezing it."""
-        return relation_sort_key(
-            self.type,
-            self.source,
-            self.target,
-            self.clause_type,
-            self.process_id,
-            self.effect_type,
-            self.transform,
-            self.span,
         )
 
 
@@ -325,14 +313,30 @@ class ScriptGraph:
             if rel.process_id is not None and rel.process_id not in proc_ids:
                 msg = f"relation {rel.source} -> {rel.target} names unknown process {rel.process_id!r}"
                 raise ValueError(msg)
-            keyed[rel.sort_key()] = rel  # the last of equal relations wins, as in the validator
+            # Relation.sort_key of the frozen relation, from the builder (hot path): the last of equal
+            # relations wins, as in the validator (tests/test_sql_tpc.py compares the two constructions)
+            source, target, clause, span = rel.source, rel.target, rel.clause_type, rel.span
+            keyed[
+                (
+                    target[0],
+                    target[1],
+                    source[0],
+                    source[1],
+                    rel.type._value_,
+                    clause._value_ if clause is not None else "",
+                    rel.process_id or "",
+                    rel.effect_type or "",
+                    rel.transform or "",
+                    str(span) if span is not None else "",
+                )
+            ] = rel
         refs: dict[ColKey, ColumnRef] = {}
         return _complete(
             Lineage,
             {
                 "datasets": tuple(self.datasets[k].freeze() for k in sorted(self.datasets)),
                 "processes": tuple(sorted(processes, key=_id)),
-                "relations": tuple(keyed[k].freeze(refs) for k in sorted(keyed)),
+                "relations": tuple([keyed[k].freeze(refs) for k in sorted(keyed)]),
                 "procedures": tuple(sorted(procedures, key=_id)),
             },
         )

@@ -70,14 +70,15 @@ def split_statements(text: str, dialect: Dialect) -> list[StatementChunk]:
     chunks: list[StatementChunk] = []
     current: list[Token] = []
     skip = 0
+    semicolon = TokenType.SEMICOLON
     for i, tok in enumerate(tokens):
         if skip:
             skip -= 1
             continue
-        if tok.token_type is TokenType.SEMICOLON:
+        if tok.token_type is semicolon:
             _close(chunks, current)
             current = []
-        elif (go := _batch_separator(tokens, i)) is not None:
+        elif len(tok.text) == 2 and (go := _batch_separator(tokens, i)) is not None:  # GO: 2 letters
             _close(chunks, current)
             current = []
             skip = go
