@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterator
-from typing import NamedTuple
+from typing import NamedTuple, TypeVar
 
 from atlas_bridge.model import (
     ClauseType,
@@ -25,11 +25,14 @@ from atlas_bridge.model import (
     Relation,
     RelationType,
     _Frozen,
+    construct_complete,
     construct_trusted,
     default_flow,
 )
 
 _CHAIN_TYPES = (RelationType.FDD, RelationType.FDR)
+_FDD = RelationType.FDD.value
+_FDR = RelationType.FDR.value
 
 
 def intermediate_dataset_ids(lineage: Lineage) -> frozenset[str]:
@@ -63,10 +66,12 @@ def end_to_end(lineage: Lineage) -> Lineage:
     inter = intermediate_dataset_ids(lineage)
     if not inter:
         return lineage
-    out_edges: dict[tuple[str, str], list[Relation]] = defaultdict(list)
+    heads: dict[int, _Chain] = {}  # the one-hop chain of each relation, by id (relations are not hashed)
+    out_edges: dict[tuple[str, str], list[tuple[Relation, _Chain]]] = defaultdict(list)
     for rel in lineage.relations:
         if rel.type in _CHAIN_TYPES:
-            out_edges[(rel.source.dataset_id, rel.source.column)].append(rel)
+            head = heads[id(rel)] = _Chain.of(rel)
+            out_edges[(rel.source.dataset_id, rel.source.column)].append((rel, head))
 
     memo: dict[tuple[str, str], dict[tuple[str, str], _Chain]] = {}
     in_progress: set[tuple[str, str]] = set()
@@ -79,33 +84,36 @@ def end_to_end(lineage: Lineage) -> Lineage:
             return {}
         in_progress.add(node)
         found: dict[tuple[str, str], _Chain] = {}
-        for rel in out_edges.get(node, ()):
+        for rel, head in out_edges.get(node, ()):
             tgt = (rel.target.dataset_id, rel.target.column)
             if tgt[0] in inter:
                 for end, chain in reach(tgt).items():
-                    _keep_best(found, end, chain.prepend(rel))
+                    _keep_best(found, end, chain.prepend(head))
             else:
-                _keep_best(found, tgt, _Chain.of(rel))
+                _keep_best(found, tgt, head)
         in_progress.discard(node)
         memo[node] = found
         return found
 
-    relations: list[Relation] = []
+    # Keyed first, built last: chains that _prefer_fdd_keyed drops never become Relation objects.
+    keyed: list[tuple[tuple[str, ...], Relation | _Chain]] = []
     for rel in lineage.relations:
         if rel.source.dataset_id in inter:
             continue
         if rel.type not in _CHAIN_TYPES or rel.target.dataset_id not in inter:
-            relations.append(rel)
+            keyed.append((rel.sort_key(), rel))
             continue
         tgt = (rel.target.dataset_id, rel.target.column)
+        head = heads[id(rel)]
         for chain in reach(tgt).values():
-            relations.append(chain.prepend(rel).collapse())
-    relations = _prefer_fdd(relations)
+            full = chain.prepend(head)
+            keyed.append((full.sort_key(), full))
+    relations = [item if isinstance(item, Relation) else item.collapse() for item in _prefer_fdd_keyed(keyed)]
     used = {e.dataset_id for r in relations for e in (r.source, r.target)}
     datasets = [d for d in lineage.datasets if d.id not in inter or d.id in used]
     # Canonical already, so not validated again: the datasets, processes and procedures are the input's
-    # (sorted, unique); relations come sorted and unique from _prefer_fdd, and each end is a column of
-    # an input dataset kept above (tests/test_graph.py checks this equals the validated construction).
+    # (sorted, unique); relations come sorted and unique from _prefer_fdd_keyed, and each end is a column
+    # of an input dataset kept above (tests/test_sql_tpc.py checks this equals the validated construction).
     return construct_trusted(
         Lineage,
         datasets=tuple(datasets),
@@ -134,8 +142,8 @@ class _Chain(NamedTuple):
         clause = rel.clause_type if fdr else None
         return cls(rel, rel, fdr, restricting, clause, rel.effect, rel.transform, rel.function)
 
-    def prepend(self, rel: Relation) -> _Chain:
-        head = _Chain.of(rel)
+    def prepend(self, head: _Chain) -> _Chain:
+        """The chain ``head`` (a one-hop chain, :meth:`of`) then this one."""
         effect = self.effect
         if head.effect is not None and (effect is None or head.effect.rank > effect.rank):
             effect = head.effect
@@ -143,38 +151,64 @@ class _Chain(NamedTuple):
             clause = head.clause
         else:
             clause = self.clause
-        return _Chain(
-            first=rel,
-            last=self.last,
-            fdr=head.fdr or self.fdr,
-            restricting=head.restricting or self.restricting,
-            clause=clause,
-            effect=effect,
-            transform=self.transform or head.transform,
-            function=head.function or self.function,
+        return _Chain(  # positional (cheaper): first, last, fdr, restricting, clause, effect, ...
+            head.first,
+            self.last,
+            head.fdr or self.fdr,
+            head.restricting or self.restricting,
+            clause,
+            effect,
+            self.transform or head.transform,
+            head.function or self.function,
+        )
+
+    def _ends(self) -> tuple[RelationType, ClauseType | None, FlowKind]:
+        kind = RelationType.FDR if self.fdr else RelationType.FDD
+        clause = self.clause if self.fdr else None
+        flow = default_flow(kind, clause) if self.restricting or not self.fdr else FlowKind.DATA_FLOW
+        return kind, clause, flow
+
+    def sort_key(self) -> tuple[str, ...]:
+        """:meth:`Relation.sort_key` of :meth:`collapse`'s edge, without building it."""
+        first, last = self.first, self.last
+        source, target = first.source, last.target
+        clause = self.clause if self.fdr else None
+        span = first.span
+        # relation_sort_key, inlined (hot path; tests/test_sql_tpc.py compares with the validator's order)
+        return (
+            target.dataset_id,
+            target.column,
+            source.dataset_id,
+            source.column,
+            _FDR if self.fdr else _FDD,
+            clause._value_ if clause is not None else "",
+            last.process_id or first.process_id or "",
+            last.effect_type or first.effect_type or "",
+            self.transform or "",
+            str(span) if span is not None else "",
         )
 
     def collapse(self) -> Relation:
         """The end-to-end edge; an fdr chain whose every fdr hop is a data flow (``COUNT(*)`` fed by the
         table's rows) keeps that reading and its effect instead of turning into "restricts"."""
-        kind = RelationType.FDR if self.fdr else RelationType.FDD
+        kind, clause, flow = self._ends()
         first, last = self.first, self.last
-        clause = self.clause if self.fdr else None
-        flow = default_flow(kind, clause) if self.restricting or not self.fdr else FlowKind.DATA_FLOW
         # Every field comes from validated relations: skip re-validation (hot path on big lineage).
-        return construct_trusted(
+        return construct_complete(
             Relation,
-            type=kind,
-            flow=flow,
-            source=first.source,
-            target=last.target,
-            effect_type=last.effect_type or first.effect_type,
-            clause_type=clause,
-            process_id=last.process_id or first.process_id,
-            effect=None if self.restricting else self.effect,
-            transform=self.transform,
-            function=self.function,
-            span=first.span,
+            {
+                "type": kind,
+                "source": first.source,
+                "target": last.target,
+                "effect_type": last.effect_type or first.effect_type,
+                "clause_type": clause,
+                "process_id": last.process_id or first.process_id,
+                "flow": flow,
+                "effect": None if self.restricting else self.effect,
+                "transform": self.transform,
+                "function": self.function,
+                "span": first.span,
+            },
         )
 
 
@@ -184,26 +218,29 @@ def _keep_best(found: dict[tuple[str, str], _Chain], end: tuple[str, str], chain
         found[end] = chain
 
 
-def _prefer_fdd(relations: list[Relation]) -> list[Relation]:
+def _prefer_fdd_keyed(keyed: list[tuple[tuple[str, ...], _K]]) -> list[_K]:
     """Where both an fdd and an fdr edge join the same two columns, the fdd one stands alone.
 
-    Chains that differ only in where the source was read (their span) are one end-to-end edge; the
-    earliest span is kept. The result is sorted by ``sort_key`` and unique, as :class:`Lineage` keeps it.
+    ``keyed`` pairs each edge (or what will make it) with its ``sort_key``. Chains that differ only in
+    where the source was read (their span) are one end-to-end edge; the earliest span is kept. The result
+    is in ``sort_key`` order and unique, as :class:`Lineage` keeps it.
     """
-    keyed = [(r.sort_key(), r) for r in relations]
     keyed.sort(key=_first)
     # The ends as plain strings (sort_key starts target dataset, target column, source dataset, source
     # column): hashing tuples of str is much cheaper than hashing the frozen ColumnRef models.
-    fdd_pairs = {key[:4] for key, r in keyed if r.type is RelationType.FDD}
-    kept: dict[tuple[str, ...], Relation] = {}
-    for key, rel in keyed:
-        if rel.type is RelationType.FDR and key[:4] in fdd_pairs:
+    fdd_pairs = {key[:4] for key, _ in keyed if key[4] == _FDD}
+    kept: dict[tuple[str, ...], _K] = {}
+    for key, item in keyed:
+        if key[4] == _FDR and key[:4] in fdd_pairs:
             continue
-        kept.setdefault(key[:-1], rel)
+        kept.setdefault(key[:-1], item)
     return list(kept.values())
 
 
-def _first(pair: tuple[tuple[str, ...], Relation]) -> tuple[str, ...]:
+_K = TypeVar("_K")
+
+
+def _first(pair: tuple[tuple[str, ...], object]) -> tuple[str, ...]:
     return pair[0]
 
 

@@ -367,6 +367,7 @@ def _one_statement(
         return None
     stmt = stmts[0]
     ctx = StatementContext(state, index=chunk.index, start=chunk.start, end=chunk.end, deadline=deadline)
+    ctx.tokens = chunk.tokens
     fn = find_handler(stmt)
     if fn is None:
         ctx.warn(f"{stmt.key.upper()} statement not analysed for lineage", kind="unsupported")

@@ -11,6 +11,7 @@ dialect built-in sqlglot does not know, and is left a transform.
 from __future__ import annotations
 
 from sqlglot import exp
+from sqlglot.tokens import Token, TokenType  # type: ignore[attr-defined]
 
 from atlas_bridge.extractors.sql.builder import DatasetBuilder
 from atlas_bridge.extractors.sql.core import StatementContext
@@ -36,6 +37,20 @@ def _function_dataset(
     )
     ds.sub_type = "function"
     return ds
+
+
+def _may_call_qualified(tokens: list[Token]) -> bool:
+    """Whether the tokens hold a ``. name (`` run, which every ``schema.function(...)`` call needs: a scan
+    of the tokens costs a fraction of a walk of the tree."""
+    last = len(tokens) - 2
+    for i, tok in enumerate(tokens):
+        if tok.token_type is _DOT and i < last and tokens[i + 2].token_type is _L_PAREN:
+            return True
+    return False
+
+
+_DOT = TokenType.DOT
+_L_PAREN = TokenType.L_PAREN
 
 
 def _scalar_udfs(stmt: exp.Expr) -> list[tuple[str, str | None, str | None, str]]:
@@ -68,7 +83,8 @@ def _dot_parts(node: exp.Expr) -> list[exp.Expr]:
 def function_calls(stmt: exp.Expr, ctx: StatementContext) -> None:
     graph = ctx.graph
     rels = list(graph.relations.values())
-    for name, db, catalog, low in _scalar_udfs(stmt):
+    udfs = _scalar_udfs(stmt) if ctx.tokens is None or _may_call_qualified(ctx.tokens) else []
+    for name, db, catalog, low in udfs:
         fn = _function_dataset(ctx, name, db, catalog)
         rows = (fn.id, fn.rows())
         targets = {r.target for r in rels if r.type is FDD and r.function and r.function.lower() == low}

@@ -23,9 +23,11 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
+from typing import cast
 
 from sqlglot import exp
 from sqlglot.dialects.dialect import Dialect
+from sqlglot.tokens import Token  # type: ignore[attr-defined]
 
 from atlas_bridge.extractors.sql.builder import ColKey, DatasetBuilder, GraphBuilder
 from atlas_bridge.extractors.sql.schema import SchemaIndex
@@ -279,6 +281,9 @@ class StatementContext:
         self.effect_type = "select"
         self._names_used: set[str] = set()
         self._orphans_warned: set[tuple[str, Span | None]] = set()
+        self.tokens: list[Token] | None = None
+        """The statement's tokens, when its tree was parsed from them alone (post hooks may skip a tree
+        walk that the tokens show would find nothing)."""
 
     # -- bookkeeping ----------------------------------------------------------------------------------
 
@@ -1150,43 +1155,51 @@ class StatementContext:
         """
         Item = tuple[exp.Expr, bool, bool, str | None, frozenset[str], bool]
         stack: list[Item] = [(node, agg, window, func, bound, filter_context)]
+        resolve_variable = self.state.resolve_variable  # set per procedural block, not during a walk
         while stack:
             node, agg, window, func, bound, filter_context = stack.pop()
-            if self.state.resolve_variable is not None and isinstance(node, (exp.Column, exp.Parameter)):
-                var_key = self.state.resolve_variable(node)
+            if resolve_variable is not None and isinstance(node, (exp.Column, exp.Parameter)):
+                var_key = resolve_variable(node)
                 if var_key is not None:
                     out.append(Ref(var_key, self.span_of(node), agg, window, func=func))
                     continue
-            if isinstance(node, exp.Column):
-                if isinstance(node.this, exp.Star):
-                    qual = tuple(p.lower() for p in _qualifier(node))
+            kind = _NODE_KINDS.get(type(node))
+            if kind is None:
+                kind = _node_kind(type(node))
+            if kind is _COLUMN:
+                col = cast(exp.Column, node)  # kinds are by class: the isinstance checks ran once
+                if isinstance(col.this, exp.Star):
+                    qual = tuple(p.lower() for p in _qualifier(col))
                     src = scope.find(qual) if qual else None
                     if src is not None:
                         src.ds.rows()
                         out.append(Ref(src.rows_key, rows=True, agg=agg, func=func))
                     continue
-                if not node.table and node.name.lower() in bound:
+                if bound and not col.table and col.name.lower() in bound:
                     continue
-                self._resolve_into(node, scope, out, lateral, agg, window, func)
+                self._resolve_into(col, scope, out, lateral, agg, window, func)
                 continue
-            if isinstance(node, (exp.Subquery, exp.Select, exp.SetOperation)):
+            if kind is _QUERY:
                 qr = self.query_lineage(node, scope, scope.ctes)
                 for c in qr.columns:
                     out.append(Ref((qr.ds.id, c), agg=agg, window=window or filter_context, func=func))
                 if self.graph.is_fed(qr.rows_key):
                     out.append(Ref(qr.rows_key, rows=True))
                 continue
-            if isinstance(node, exp.Window):
-                self._window(node, scope, out, lateral, agg, func, bound)
+            if kind is _WINDOW:
+                self._window(cast(exp.Window, node), scope, out, lateral, agg, func, bound)
                 continue
-            if isinstance(node, exp.AggFunc):
+            if kind is _AGG:
                 if isinstance(node, exp.Count) and _counts_rows(node):
                     out.append(Ref(("", ""), count_star=True, window=window, func="COUNT"))
                     continue
-                agg, func = True, node.sql_name()  # also in window keys: OVER (ORDER BY SUM(v)) ranks groups
-            elif isinstance(node, exp.Func):
-                func = node.name if isinstance(node, exp.Anonymous) else node.sql_name()
-            elif isinstance(node, exp.Filter):
+                agg, func = (
+                    True,
+                    cast(exp.Func, node).sql_name(),
+                )  # also in window keys: OVER (ORDER BY SUM(v)) ranks groups
+            elif kind is _FUNC:
+                func = node.name if isinstance(node, exp.Anonymous) else cast(exp.Func, node).sql_name()
+            elif kind is _FILTER:
                 self._collect(
                     node.this, scope, out, lateral=lateral, agg=agg, window=window, func=func, bound=bound
                 )
@@ -1196,11 +1209,11 @@ class StatementContext:
                     ref.clause = ClauseType.CONDITION
                 out.extend(cond)
                 continue
-            elif isinstance(node, exp.Lambda):
+            elif kind is _LAMBDA:
                 names = frozenset(e.name.lower() for e in node.expressions)
                 stack.append((node.this, agg, window, func, bound | names, False))
                 continue
-            elif isinstance(node, (exp.Literal, exp.DataType, exp.Var, exp.Identifier)):
+            elif kind is _LEAF:
                 continue
             children = list(node.iter_expressions())
             for child in reversed(children):  # pre-order, left to right
@@ -1254,9 +1267,9 @@ class StatementContext:
         self.check()
         name = col.name
         span = self.span_of(col)
-        qual = tuple(p.lower() for p in _qualifier(col))
+        parts = _qualifier(col)
+        qual = tuple(p.lower() for p in parts)
         if qual:
-            parts = _qualifier(col)
             for cut in range(len(qual), 0, -1):
                 s: Scope | None = scope
                 while s is not None:
@@ -1425,9 +1438,63 @@ def _counts_rows(count: exp.Count) -> bool:
     return count.this is None or isinstance(count.this, (exp.Star, exp.Literal))
 
 
+_COLUMN, _QUERY, _WINDOW, _AGG, _FUNC, _FILTER, _LAMBDA, _LEAF, _OTHER = (
+    "column",
+    "query",
+    "window",
+    "agg",
+    "func",
+    "filter",
+    "lambda",
+    "leaf",
+    "other",
+)
+_NODE_KINDS: dict[type, str] = {}
+"""What :meth:`StatementContext._collect` does with a node, by its class: one dict lookup per node in
+place of a chain of isinstance checks (the chain runs once per class, in :func:`_node_kind`)."""
+
+
+def _node_kind(cls: type) -> str:
+    if issubclass(cls, exp.Column):
+        kind = _COLUMN
+    elif issubclass(cls, (exp.Subquery, exp.Select, exp.SetOperation)):
+        kind = _QUERY
+    elif issubclass(cls, exp.Window):
+        kind = _WINDOW
+    elif issubclass(cls, exp.AggFunc):
+        kind = _AGG
+    elif issubclass(cls, exp.Func):
+        kind = _FUNC
+    elif issubclass(cls, exp.Filter):
+        kind = _FILTER
+    elif issubclass(cls, exp.Lambda):
+        kind = _LAMBDA
+    elif issubclass(cls, (exp.Literal, exp.DataType, exp.Var, exp.Identifier)):
+        kind = _LEAF
+    else:
+        kind = _OTHER
+    _NODE_KINDS[cls] = kind
+    return kind
+
+
 def _qualifier(col: exp.Column) -> list[str]:
-    parts = [col.args.get(k) for k in ("catalog", "db", "table")]
-    return [p.name for p in parts if isinstance(p, exp.Expr) and p.name]
+    args = col.args
+    out = []
+    for key in _QUALIFIER_ARGS:
+        part = args.get(key)
+        if part is None:
+            continue
+        # an Identifier's name is its "this" (a str): read it without the property chain (hot path)
+        name = part.args.get("this") if type(part) is _IDENTIFIER else None
+        if type(name) is not str:
+            name = part.name if isinstance(part, exp.Expr) else ""
+        if name:
+            out.append(name)
+    return out
+
+
+_QUALIFIER_ARGS = ("catalog", "db", "table")
+_IDENTIFIER = exp.Identifier
 
 
 LATERAL_ALIAS_DIALECTS = frozenset(

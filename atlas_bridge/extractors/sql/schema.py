@@ -177,4 +177,5 @@ def _as_columns(cols: Columns | Mapping[str, Any]) -> Columns:
 
 def _is_table(value: Mapping[str, Any]) -> bool:
     """A table maps column names to types (strings), not to further mappings."""
-    return all(not isinstance(v, Mapping) for v in value.values())
+    # by the values' types (a handful), not value by value: the schema is indexed once per script
+    return not any(issubclass(t, Mapping) for t in set(map(type, value.values())))

@@ -23,7 +23,7 @@ from sqlglot.dialects.dialect import Dialect
 from sqlglot.tokens import Token, TokenType  # type: ignore[attr-defined]
 
 from atlas_bridge.model import Span
-from atlas_bridge.model import construct_trusted as _fast
+from atlas_bridge.model import construct_complete as _complete
 
 
 class LineIndex:
@@ -44,7 +44,7 @@ class LineIndex:
         """Span of ``text[start:end]`` (end exclusive)."""
         line, col = self.position(start)
         end_line, end_col = self.position(max(end, start))
-        return _fast(Span, line=line, column=col, end_line=end_line, end_column=end_col)
+        return _complete(Span, {"line": line, "column": col, "end_line": end_line, "end_column": end_col})
 
 
 @dataclass
@@ -70,14 +70,15 @@ def split_statements(text: str, dialect: Dialect) -> list[StatementChunk]:
     chunks: list[StatementChunk] = []
     current: list[Token] = []
     skip = 0
+    semicolon = TokenType.SEMICOLON
     for i, tok in enumerate(tokens):
         if skip:
             skip -= 1
             continue
-        if tok.token_type is TokenType.SEMICOLON:
+        if tok.token_type is semicolon:
             _close(chunks, current)
             current = []
-        elif (go := _batch_separator(tokens, i)) is not None:
+        elif len(tok.text) == 2 and (go := _batch_separator(tokens, i)) is not None:  # GO: 2 letters
             _close(chunks, current)
             current = []
             skip = go
