@@ -15,7 +15,7 @@ Three parts, each printing its figures beside the budget (README, "Budgets"):
 - ``hash``  ``query_hash`` of a statement with a 1 MB and a 10 MB literal: seconds and peak memory, against
   ``hashlib.sha256`` of the encoded text (the least any hash of the text costs).
 
-Run: ``python benchmarks/fuzz.py [--count 100000] [--scale 3] [--only fuzz|split|hash]``.
+Run: ``python benchmarks/fuzz.py [--count 100000] [--scale 3] [--jobs 2] [--only fuzz|split|hash]``.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ import argparse
 import gc
 import hashlib
 import logging
+import multiprocessing
 import os
 import sys
 import time
@@ -54,7 +55,15 @@ HASH_BYTES_PER_CHAR = 1.0
 """Peak memory of query_hash per literal character (the text itself is not counted: it exists already)."""
 
 
-def fuzz(count: int, scale: int, mem_every: int) -> bool:
+Shard = tuple[list[str], list[tuple[float, int, str]], list[tuple[float, int, str]], int, float]
+
+
+def _fuzz_shard(count: int, scale: int, mem_every: int, shard: int, shards: int) -> Shard:
+    """Every ``shards``-th input from ``shard`` on (the generator runs whole: the inputs do not depend on
+    how the run is cut), pinned to one core."""
+    if hasattr(os, "sched_setaffinity"):
+        cpus = sorted(os.sched_getaffinity(0))
+        os.sched_setaffinity(0, {cpus[shard % len(cpus)]})
     logging.getLogger("sqlglot").setLevel(logging.ERROR)
     escaped: list[str] = []
     per_stmt: list[tuple[float, int, str]] = []
@@ -63,6 +72,8 @@ def fuzz(count: int, scale: int, mem_every: int) -> bool:
     max_wall = 0.0
     started = time.perf_counter()
     for n, (dialect, sql) in enumerate(mutants(count, seed=1111, scale=scale, max_len=4000 * scale)):
+        if n % shards != shard:
+            continue
         size = len(sql.encode("utf-8", "surrogatepass"))
         t0 = time.thread_time()
         w0 = time.perf_counter()
@@ -88,15 +99,30 @@ def fuzz(count: int, scale: int, mem_every: int) -> bool:
         stmts = max(1, len(split_statements(sql, d)))
         per_stmt.append((elapsed / stmts, stmts, f"{dialect} {sql[:50]!r} ({size} bytes)"))
         max_wall = max(max_wall, wall_s / stmts)
-        if n and n % 10_000 == 0:
-            print(f"  ... {n} inputs, {time.perf_counter() - started:.0f} s", flush=True)
+        if n and n % 10_000 < shards:
+            print(f"  ... shard {shard}: input {n}, {time.perf_counter() - started:.0f} s", flush=True)
+    return escaped, per_stmt, mem, small_peak, max_wall
+
+
+def fuzz(count: int, scale: int, mem_every: int, jobs: int = 1) -> bool:
+    started = time.perf_counter()
+    if jobs == 1:
+        shards = [_fuzz_shard(count, scale, mem_every, 0, 1)]
+    else:
+        with multiprocessing.get_context("spawn").Pool(jobs) as pool:
+            shards = pool.starmap(_fuzz_shard, [(count, scale, mem_every, k, jobs) for k in range(jobs)])
+    escaped = [e for sh in shards for e in sh[0]]
+    per_stmt = [p for sh in shards for p in sh[1]]
+    mem = [m for sh in shards for m in sh[2]]
+    small_peak = max(sh[3] for sh in shards)
+    max_wall = max(sh[4] for sh in shards)
     wall = time.perf_counter() - started
     per_stmt.sort()
     mem.sort()
     slow = [p for p in per_stmt if p[0] > BUDGET_S_PER_STATEMENT]
     heavy = [m for m in mem if m[0] > BUDGET_BYTES_PER_INPUT_BYTE]
     p99 = per_stmt[min(len(per_stmt) - 1, int(0.99 * len(per_stmt)))][0]
-    print(f"fuzz: {count} inputs (scale {scale}) in {wall:.0f} s")
+    print(f"fuzz: {count} inputs (scale {scale}) in {wall:.0f} s on {jobs} process(es)")
     print(f"  exceptions escaped          : {len(escaped):>8}        goal 0")
     for line in escaped[:10]:
         print(f"    {line}")
@@ -172,15 +198,16 @@ def main() -> None:
     ap.add_argument("--count", type=int, default=100_000, help="fuzz inputs (default 100,000)")
     ap.add_argument("--scale", type=int, default=3, help="mutation size factor (the suite's test uses 1)")
     ap.add_argument("--mem-every", type=int, default=10, help="trace memory of every n-th small input")
+    ap.add_argument("--jobs", type=int, default=1, help="processes, each pinned to a core (default 1)")
     ap.add_argument("--only", choices=["fuzz", "split", "hash"], action="append")
     args = ap.parse_args()
-    if hasattr(os, "sched_setaffinity"):
+    if hasattr(os, "sched_setaffinity") and args.jobs == 1:  # shards pin themselves, one core each
         os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
     parts = args.only or ["split", "hash", "fuzz"]
     results = []
     for part in parts:
         if part == "fuzz":
-            results.append(fuzz(args.count, args.scale, args.mem_every))
+            results.append(fuzz(args.count, args.scale, args.mem_every, args.jobs))
         elif part == "split":
             results.append(split())
         else:
