@@ -38,7 +38,9 @@ def test_ctrl_c_during_a_scan_says_interrupted_in_one_line_and_exits_130(tmp_pat
     cmd = [sys.executable, "-m", "atlas_bridge", "scan", str(tmp_path / "in"), "--to", str(tmp_path / "out")]
     env = {**os.environ, "ATLAS_BRIDGE_LOG_LEVEL": "INFO"}
     proc = subprocess.Popen(
-        [*cmd, "--master", "local[2]", "--no-progress"],
+        # Without learning the schema first: its pass parses every CTAS of the folder on the driver before
+        # any task starts, minutes on a loaded machine; the test is about interrupting running tasks.
+        [*cmd, "--master", "local[2]", "--no-progress", "--no-learn-schema"],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         env=env,
