@@ -563,10 +563,7 @@ def handle_insert(stmt: exp.Expr, ctx: StatementContext) -> None:
     if not isinstance(values, exp.Values) or table is None or isinstance(stmt.this, exp.Directory):
         statements.handle_insert(stmt, ctx)
         return
-    overwrite = bool(stmt.args.get("overwrite"))
-    ptype = "insert_overwrite" if overwrite else "insert"
-    verb = "Insert overwrite" if overwrite else "Insert into"
-    ctx.begin_process(ptype, f"{verb} {statements._display(table)}", effect_type="insert")
+    statements.begin_insert_process(stmt, table, ctx)
     target = ctx.table(table)
     target.process_ids.add(ctx.process_id or "")
     names: list[str] = list(col_list)

@@ -136,6 +136,14 @@ def handle_create(stmt: exp.Expr, ctx: StatementContext) -> None:
         state.schema.unresolved(table.catalog or None, db, table.name)
 
 
+def begin_insert_process(stmt: exp.Insert, table: exp.Table, ctx: StatementContext) -> None:
+    """The process of any INSERT form (SELECT or VALUES), so both are named alike."""
+    overwrite = bool(stmt.args.get("overwrite"))
+    ptype = "insert_overwrite" if overwrite else "insert"
+    verb = "Insert overwrite" if overwrite else "Insert into"
+    ctx.begin_process(ptype, f"{verb} {_display(table)}", effect_type="insert")
+
+
 @handler(exp.Insert)
 def handle_insert(stmt: exp.Expr, ctx: StatementContext) -> None:
     """INSERT [OVERWRITE] ... SELECT: by the column list, else by the schema's order, else by name."""
@@ -152,10 +160,7 @@ def handle_insert(stmt: exp.Expr, ctx: StatementContext) -> None:
             f"INSERT into {stmt.this.key.upper() if stmt.this else '?'} not analysed yet", kind="unsupported"
         )
         return
-    overwrite = bool(stmt.args.get("overwrite"))
-    ptype = "insert_overwrite" if overwrite else "insert"
-    verb = "Insert overwrite" if overwrite else "Insert into"
-    ctx.begin_process(ptype, f"{verb} {_display(table)}", effect_type="insert")
+    begin_insert_process(stmt, table, ctx)
     ctes = ctx.query_ctes(stmt)
     qr: QueryResult = ctx.query_lineage(query, None, ctes)
     target = ctx.table(table, DatasetKind.TABLE)
