@@ -8,6 +8,7 @@ Spark's start-up...).
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -242,3 +243,13 @@ def test_lineage_of_a_file_with_crashing_statements_keeps_the_good_ones_without_
     assert "src_one.x -> fdd -> keep_one.a" in result.output  # ... and their neighbours keep their lineage
     assert "src_two.z -> fdd -> keep_two.b" in result.output
     assert f"{script}:2" in result.output
+
+
+def test_spark_log_config_is_per_user_and_readable() -> None:
+    """Another user's copy in the shared temp folder (mode 0600) must not be the one Spark is given."""
+    from atlas_bridge.bridge.job import _log4j2
+
+    path = Path(_log4j2("error"))
+    assert f"-{os.getuid()}-" in path.name
+    assert os.access(path, os.R_OK)
+    assert "rootLogger.level = error" in path.read_text(encoding="utf-8")

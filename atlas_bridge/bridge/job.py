@@ -67,8 +67,11 @@ appender.console.layout.pattern = %d{{yy/MM/dd HH:mm:ss}} %p %c{{1}}: %m%n%ex
 
 
 def _log4j2(level: str) -> str:
-    path = Path(tempfile.gettempdir()) / f"atlas-bridge-log4j2-{level.lower()}.properties"
-    if not path.is_file():
+    # One file per user: the shared temp folder may hold another user's copy, unreadable to this one
+    # (Spark then falls back to its WARN-level defaults).
+    user = os.getuid() if hasattr(os, "getuid") else "u"
+    path = Path(tempfile.gettempdir()) / f"atlas-bridge-{user}-log4j2-{level.lower()}.properties"
+    if not (path.is_file() and os.access(path, os.R_OK)):
         fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             fh.write(_LOG4J2.format(level=level.lower()))

@@ -47,7 +47,7 @@ def instrument_command(auto: bool, command: tuple[str, ...]) -> None:
     env = instrument_environment(os.environ, sys.executable, mode="auto" if auto else "on")
     try:
         proc = subprocess.run(list(command), env=env, check=False)
-    except FileNotFoundError as e:
+    except (FileNotFoundError, PermissionError) as e:  # not found, or a PATH entry not readable
         msg = f"cannot run {command[0]!r}: {e.strerror}"
         raise click.UsageError(msg) from e
     except KeyboardInterrupt:
