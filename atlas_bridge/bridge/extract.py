@@ -15,7 +15,7 @@ from atlas_bridge.bridge.inputs import count_statements, decode_text, make_probl
 from atlas_bridge.bridge.querylog import read_query_log
 from atlas_bridge.bridge.types import InputKind, ScanOptions, UnitResult, WorkUnit
 from atlas_bridge.errors import AtlasBridgeError
-from atlas_bridge.extractors.sql.schema import SchemaIndex
+from atlas_bridge.extractors.sql.schema import LearnedTable, SchemaIndex, TableKey
 from atlas_bridge.model import ExtractionResult, Lineage, Problem, merge_lineage
 
 logger = logging.getLogger(__name__)
@@ -98,7 +98,7 @@ def _schema_of(options: ScanOptions, schema: SchemaIndex | None) -> SchemaIndex 
 
 
 def _extract_sql_file(unit: WorkUnit, options: ScanOptions, base: SchemaIndex | None) -> UnitResult:
-    from atlas_bridge.extractors.sql import extract_sql_lineage
+    from atlas_bridge.extractors.sql import extract_and_learn
 
     name = unit.file.name
     problems: list[Problem] = []
@@ -110,9 +110,11 @@ def _extract_sql_file(unit: WorkUnit, options: ScanOptions, base: SchemaIndex | 
         # A piece of a big script: the script's last USE before it on line 1, then blank lines, so that
         # line numbers are the file's own and unqualified names resolve as in the whole script.
         text = unit.prelude + "\n" * (unit.first_line - 1) + text
-    result: ExtractionResult = extract_sql_lineage(text, dialect, schema, options.default_db, file=name)
+    result, defines, lookups = extract_and_learn(text, dialect, schema, options.default_db, file=name)
     problems.extend(p if p.file else p.model_copy(update={"file": name}) for p in result.problems)
-    return UnitResult(name, unit.file.kind, result.lineage, statements, problems)
+    return UnitResult(
+        name, unit.file.kind, result.lineage, statements, problems, defines=defines, lookups=lookups
+    )
 
 
 _DIALECT_HINT = re.compile(r"^\s*(?:--|#|/\*)\s*dialect\s*[:=]\s*([A-Za-z][\w-]*)", re.IGNORECASE)
@@ -149,7 +151,7 @@ def _extract_sqlflow_file(unit: WorkUnit) -> UnitResult:
 
 
 def _extract_query_log(unit: WorkUnit, options: ScanOptions, base: SchemaIndex | None) -> UnitResult:
-    from atlas_bridge.extractors.sql import extract_sql_lineage
+    from atlas_bridge.extractors.sql import extract_and_learn
 
     name = unit.file.name
     problems: list[Problem] = []
@@ -158,6 +160,7 @@ def _extract_query_log(unit: WorkUnit, options: ScanOptions, base: SchemaIndex |
     given = _schema_of(options, base)
     # One index for the whole log (each record's own DDL goes into a layer of its own over it).
     schema = given if isinstance(given, SchemaIndex) or not given else SchemaIndex(given)
+    seen: set[TableKey] = set()
     for rec in read_query_log(unit, options, problems):
         out.statements += 1
         if rec.user:
@@ -168,7 +171,12 @@ def _extract_query_log(unit: WorkUnit, options: ScanOptions, base: SchemaIndex |
             )
             out.last_time_ms = rec.time_ms if out.last_time_ms is None else max(out.last_time_ms, rec.time_ms)
         try:
-            result = extract_sql_lineage(rec.query, options.dialect, schema, options.default_db, file=name)
+            result, defines, lookups = extract_and_learn(
+                rec.query, options.dialect, schema, options.default_db, file=name
+            )
+            out.defines.extend(defines)
+            out.lookups.extend(k for k in lookups if k not in seen)
+            seen.update(lookups)
         except AtlasBridgeError as e:
             problems.append(make_problem(str(e), name, kind="input", line=rec.line))
             continue
@@ -197,6 +205,8 @@ def extract_partition(
     options: ScanOptions,
     namespace: str = "default",
     schema: SchemaIndex | None = None,
+    *,
+    per_unit: bool = False,
 ) -> Iterator[tuple[str, str]]:
     """Executor side: extract each unit and convert it to Atlas entity records on its own.
 
@@ -206,47 +216,77 @@ def extract_partition(
     column lineage) is final here; only its datasets and columns are merged on the driver. Units are
     converted one by one, not per partition, so what the driver receives does not depend on how the
     units were cut into partitions.
-    """
-    from atlas_bridge.atlas.convert import to_entity_records
-    from atlas_bridge.graph import end_to_end
 
+    ``per_unit``: each unit's records are followed by ``("schema", ...)`` (the tables it defines, their
+    rank - 0 SQL, 1 SQLFlow - and its look-ups) and ``("uhead", ...)`` (its file counts and problems), and
+    the partition's header holds only RSS and CPU: the scan learns the schema from the units' results and
+    may replace a unit's results by a second extraction's.
+    """
     cpu0 = time.process_time()
     files: dict[str, dict[str, Any]] = {}
     problems: list[Problem] = []
-    for first, r in ((i == 0, r) for u in units for i, r in enumerate(unit_results(u, options, schema))):
-        problems.extend(r.problems)
-        entry = files.setdefault(r.file, {"kind": r.kind, "statements": 0, "units": 0, "users": []})
-        entry["statements"] += r.statements
-        entry["units"] += 1 if first else 0
-        entry["users"] = sorted(set(entry["users"]) | r.users)
-        for key, pick in (("first_time_ms", min), ("last_time_ms", max)):
-            value = getattr(r, key)
-            if value is not None:
-                entry[key] = value if key not in entry else pick(entry[key], value)
-        lineage = end_to_end(r.lineage) if options.end_to_end else r.lineage
-        records = to_entity_records(lineage, namespace=namespace)
-        # Relations are counted per process (spans aside), so the driver counts a process seen in many
-        # scripts once; those of no process travel as short digests the driver keeps a set of.
-        distinct: dict[str, set[tuple[str, ...]]] = {}
-        for rel in lineage.relations:
-            distinct.setdefault(rel.process_id or "", set()).add(rel.sort_key()[:-1])
-        loose = distinct.pop("", set())
-        records["relations"] = {pid: len(keys) for pid, keys in distinct.items()}
-        records["loose_relations"] = sorted(
-            hashlib.blake2b("\x1f".join(k).encode("utf-8"), digest_size=8).hexdigest() for k in loose
-        )
-        # The process tier is final: serialised here, in parallel, as the driver's spill lines.
-        records["process_lines"] = [
-            [rec["group"], json.dumps(rec, separators=(",", ":"), ensure_ascii=False)]
-            for rec in records.pop("processes")
-        ]
-        records["process_ids"] = [p.id for p in lineage.processes]
-        records["kinds"] = {d.id: d.kind.value for d in lineage.datasets}
-        yield "unit", json.dumps(records, separators=(",", ":"), ensure_ascii=False)
-    header = {
-        "files": files,
-        "problems": [p.model_dump(mode="json", exclude_defaults=True) for p in problems],
-        "max_rss_kb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
-        "cpu_s": time.process_time() - cpu0,
-    }
+    for unit in units:
+        if per_unit:
+            files, problems = {}, []
+        defines: list[LearnedTable] = []
+        lookups: dict[TableKey, None] = {}
+        for i, r in enumerate(unit_results(unit, options, schema)):
+            _count(files, r, first=i == 0)
+            problems.extend(r.problems)
+            defines.extend(r.defines)
+            lookups.update(dict.fromkeys(r.lookups))
+            yield "unit", _unit_records(r, options, namespace)
+        if per_unit:
+            rank = 0
+            if unit.file.kind == InputKind.SQLFLOW:  # its CREATE processes' targets teach, SQL DDL wins
+                from atlas_bridge.bridge.schema import learn_unit
+
+                defines, rank = list(learn_unit(unit, options).tables), 1
+            learned = {"tables": defines, "rank": rank, "lookups": list(lookups)}
+            yield "schema", json.dumps(learned, separators=(",", ":"), ensure_ascii=False)
+            yield "uhead", json.dumps(_header(files, problems), sort_keys=True)
+    header: dict[str, Any] = _header({}, []) if per_unit else _header(files, problems)
+    header["max_rss_kb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    header["cpu_s"] = time.process_time() - cpu0
     yield "header", json.dumps(header, sort_keys=True)
+
+
+def _header(files: dict[str, dict[str, Any]], problems: list[Problem]) -> dict[str, Any]:
+    return {"files": files, "problems": [p.model_dump(mode="json", exclude_defaults=True) for p in problems]}
+
+
+def _count(files: dict[str, dict[str, Any]], r: UnitResult, *, first: bool) -> None:
+    entry = files.setdefault(r.file, {"kind": r.kind, "statements": 0, "units": 0, "users": []})
+    entry["statements"] += r.statements
+    entry["units"] += 1 if first else 0
+    entry["users"] = sorted(set(entry["users"]) | r.users)
+    for key, pick in (("first_time_ms", min), ("last_time_ms", max)):
+        value = getattr(r, key)
+        if value is not None:
+            entry[key] = value if key not in entry else pick(entry[key], value)
+
+
+def _unit_records(r: UnitResult, options: ScanOptions, namespace: str) -> str:
+    from atlas_bridge.atlas.convert import to_entity_records
+    from atlas_bridge.graph import end_to_end
+
+    lineage = end_to_end(r.lineage) if options.end_to_end else r.lineage
+    records = to_entity_records(lineage, namespace=namespace)
+    # Relations are counted per process (spans aside), so the driver counts a process seen in many
+    # scripts once; those of no process travel as short digests the driver keeps a set of.
+    distinct: dict[str, set[tuple[str, ...]]] = {}
+    for rel in lineage.relations:
+        distinct.setdefault(rel.process_id or "", set()).add(rel.sort_key()[:-1])
+    loose = distinct.pop("", set())
+    records["relations"] = {pid: len(keys) for pid, keys in distinct.items()}
+    records["loose_relations"] = sorted(
+        hashlib.blake2b("\x1f".join(k).encode("utf-8"), digest_size=8).hexdigest() for k in loose
+    )
+    # The process tier is final: serialised here, in parallel, as the driver's spill lines.
+    records["process_lines"] = [
+        [rec["group"], json.dumps(rec, separators=(",", ":"), ensure_ascii=False)]
+        for rec in records.pop("processes")
+    ]
+    records["process_ids"] = [p.id for p in lineage.processes]
+    records["kinds"] = {d.id: d.kind.value for d in lineage.datasets}
+    return json.dumps(records, separators=(",", ":"), ensure_ascii=False)

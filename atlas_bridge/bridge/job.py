@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import logging
 import os
@@ -20,7 +21,7 @@ from atlas_bridge.bridge.merge import EntityCollector
 from atlas_bridge.bridge.schema import UnitSchema, schema_index
 from atlas_bridge.bridge.types import Progress, ScanOptions, WorkUnit
 from atlas_bridge.errors import ConfigError
-from atlas_bridge.extractors.sql.schema import LearnedTable, SchemaIndex, TableKey
+from atlas_bridge.extractors.sql.schema import OVERFLOW, LearnedTable, SchemaIndex, TableKey
 from atlas_bridge.model import Problem
 
 if TYPE_CHECKING:
@@ -232,6 +233,7 @@ def extract_entities(
     progress: Progress | None = None,
     learned: Sequence[LearnedTable] | None = None,
     unordered: Sequence[TableKey] = (),
+    learn: bool = False,
 ) -> ExtractStats:
     """Extract and convert ``units`` on Spark; fold the results into ``collector`` on the driver.
 
@@ -239,9 +241,12 @@ def extract_entities(
     order (file-name order) into the collector, which keeps only datasets and columns in memory.
     ``learned``: the schema learned from the inputs; it is broadcast with the given schema (which wins) and
     indexed once per worker.
-    """
-    from pyspark import StorageLevel
 
+    ``learn``: learn the schema from the extraction itself (:func:`_learning_rounds`): every unit is
+    extracted once with the given schema; what the units' DDL defines is folded into the learned schema;
+    only the units whose look-ups it answers differently are extracted again (a few rounds at most), and
+    each unit's last extraction is what the collector receives, in unit order.
+    """
     stats = ExtractStats()
     if not units:
         return stats
@@ -249,58 +254,32 @@ def extract_entities(
     groups = partition_units(units, _partitions(spark, units, options, partitions))
     stats.partitions = len(groups)
     logger.info("extracting %d unit(s) in %d partition(s) on %s", len(units), len(groups), sc.master)
-    ns = namespace
-    shared = learned or options.schema
-    bc = (
-        sc.broadcast((list(learned or ()), options.schema, options.default_db, list(unordered)))
-        if shared
-        else None
-    )
-    # The schema travels in the broadcast, not in every task's closure.
-    opts = dataclasses.replace(options, schema=None) if bc is not None else options
-    # Progress counts statements: each task adds its statements and input bytes when it ends (Spark
-    # accumulators reach the driver as tasks finish), the input bytes left give the estimate of the rest.
-    done_statements = sc.accumulator(0)
-    done_bytes = sc.accumulator(0)
-    total_bytes = sum(_unit_bytes(u) for u in units)
-
-    def run(items: Iterable[list[WorkUnit]]) -> Iterator[tuple[str, str]]:
-        index = _worker_index(bc) if bc is not None else None
-        for group in items:
-            statements = 0
-            for tag, payload in extract_partition(group, opts, ns, index):
-                if tag == "header":
-                    statements = sum(int(f["statements"]) for f in json.loads(payload)["files"].values())
-                yield tag, payload
-            done_statements.add(statements)
-            done_bytes.add(sum(_unit_bytes(u) for u in group))
-
-    rdd = sc.parallelize(groups, len(groups)).mapPartitions(run).persist(StorageLevel.MEMORY_AND_DISK)
+    pairs: list[list[tuple[int, WorkUnit]]] = []
+    n = 0
+    for group in groups:
+        pairs.append([(n + j, u) for j, u in enumerate(group)])
+        n += len(group)
+    job = _ExtractJob(spark, options, namespace, per_unit=learn)
+    rounds: list[Any] = []
     try:
         t0 = time.perf_counter()
-        sc.setJobDescription(f"atlas-bridge scan: extract lineage from {len(units)} input(s)")
-        counted = (lambda: int(done_statements.value), lambda: int(done_bytes.value), total_bytes)
-        with _ProgressTracker(spark, len(groups), progress, counted):
-            rdd.count()
-        sc.setJobDescription(None)  # type: ignore[arg-type]  # None clears it
+        first = job.start(
+            pairs, list(learned or ()), list(unordered), progress=progress, total_units=len(units)
+        )
+        rounds.append(first)
+        final = [0] * len(units)
+        if learn:
+            stats.schema = SchemaStats()
+            _learning_rounds(job, first, pairs, units, options, final, rounds, stats.schema)
         stats.extract_s = time.perf_counter() - t0
 
         t0 = time.perf_counter()
-        done = 0
-        for tag, payload in rdd.toLocalIterator():
-            if tag == "unit":
-                collector.add(json.loads(payload))
-                continue
-            stats.add(json.loads(payload))  # a partition's header comes after its units
-            done += 1
-            if progress is not None:
-                progress("merge", done, len(groups))
+        _merge(rounds, final, len(groups), collector, stats, progress, per_unit=learn)
         collector.finish()
         stats.merge_s = time.perf_counter() - t0
     finally:
-        rdd.unpersist()
-        if bc is not None:
-            bc.unpersist()
+        for r in rounds:
+            r.release()
     counts = collector.counts()
     logger.info(
         "extracted %d statement(s) from %d file(s) in %.1fs; merged in %.1fs: %d dataset(s), %d process(es)",
@@ -312,6 +291,223 @@ def extract_entities(
         counts["processes"],
     )
     return stats
+
+
+class _Round:
+    """One extraction job's results, kept by Spark (memory, then disk) until merged."""
+
+    def __init__(self, rdd: Any, broadcast: Any) -> None:
+        self.rdd = rdd
+        self.broadcast = broadcast
+
+    def schema_results(self) -> list[tuple[int, dict[str, Any]]]:
+        """Each unit's ``schema`` entry (small: tables defined, look-ups), from the kept results."""
+        rows = self.rdd.filter(lambda t: t[0] == "schema").map(lambda t: (t[1], t[2])).collect()
+        return [(int(i), json.loads(payload)) for i, payload in rows]
+
+    def release(self) -> None:
+        self.rdd.unpersist()
+        if self.broadcast is not None:
+            self.broadcast.unpersist()
+
+
+class _ExtractJob:
+    """Runs extraction jobs over (unit index, unit) groups; every payload carries its unit's index."""
+
+    def __init__(self, spark: SparkSession, options: ScanOptions, namespace: str, *, per_unit: bool) -> None:
+        self.spark = spark
+        self.options = options
+        self.namespace = namespace
+        self.per_unit = per_unit
+
+    def start(
+        self,
+        pairs: list[list[tuple[int, WorkUnit]]],
+        learned: list[LearnedTable],
+        unordered: list[TableKey],
+        *,
+        progress: Progress | None = None,
+        total_units: int = 0,
+    ) -> _Round:
+        from pyspark import StorageLevel
+
+        sc = self.spark.sparkContext
+        options = self.options
+        bc = (
+            sc.broadcast((learned, options.schema, options.default_db, unordered))
+            if learned or options.schema
+            else None
+        )
+        # The schema travels in the broadcast, not in every task's closure.
+        opts = dataclasses.replace(options, schema=None) if bc is not None else options
+        ns, per_unit = self.namespace, self.per_unit
+        # Progress counts statements: each task adds its statements and input bytes when it ends (Spark
+        # accumulators reach the driver as tasks finish), the input bytes left give the estimate of the
+        # rest. Only the first round counts (a later one extracts some units again).
+        done_statements = sc.accumulator(0)
+        done_bytes = sc.accumulator(0)
+        total_bytes = sum(_unit_bytes(u) for group in pairs for _, u in group)
+
+        def run(items: Iterable[list[tuple[int, WorkUnit]]]) -> Iterator[tuple[str, int, str]]:
+            index = _worker_index(bc) if bc is not None else None
+            for group in items:
+                statements = 0
+                ids = [i for i, _ in group]
+                j = 0
+                work = [u for _, u in group]
+                for tag, payload in extract_partition(work, opts, ns, index, per_unit=per_unit):
+                    if tag == "header":
+                        if not per_unit:
+                            statements = sum(
+                                int(f["statements"]) for f in json.loads(payload)["files"].values()
+                            )
+                        yield tag, -1, payload
+                        continue
+                    yield tag, ids[min(j, len(ids) - 1)], payload
+                    if tag == "uhead":
+                        statements += sum(int(f["statements"]) for f in json.loads(payload)["files"].values())
+                        j += 1
+                done_statements.add(statements)
+                done_bytes.add(sum(_unit_bytes(u) for u in work))
+
+        rdd = sc.parallelize(pairs, len(pairs)).mapPartitions(run).persist(StorageLevel.MEMORY_AND_DISK)
+        sc.setJobDescription(f"atlas-bridge scan: extract lineage from {total_units} input(s)")
+        counted = (lambda: int(done_statements.value), lambda: int(done_bytes.value), total_bytes)
+        try:
+            with _ProgressTracker(self.spark, len(pairs), progress, counted):
+                rdd.count()
+        except BaseException:
+            rdd.unpersist()
+            raise
+        finally:
+            sc.setJobDescription(None)  # type: ignore[arg-type]  # None clears it
+        return _Round(rdd, bc)
+
+
+def _learning_rounds(
+    job: _ExtractJob,
+    first: _Round,
+    pairs: list[list[tuple[int, WorkUnit]]],
+    units: Sequence[WorkUnit],
+    options: ScanOptions,
+    final: list[int],
+    rounds: list[_Round],
+    stats: SchemaStats,
+) -> None:
+    """Learn the schema from the units' own results; extract again the units it would change.
+
+    A unit is extracted again when some table it looked up (and did not define itself) has other columns
+    in the schema learned so far than in the schema it was extracted with; the learned schema is folded
+    as :func:`atlas_bridge.bridge.schema.fold` folds it (SQL DDL before SQLFlow, then unit order), the
+    given schema wins. At most :data:`~atlas_bridge.bridge.schema.MAX_ROUNDS` further rounds (a chain of
+    views across files in reverse file order resolves one link per round); ``final`` gets, per unit, the
+    round whose results count.
+    """
+    from atlas_bridge.bridge.schema import MAX_ROUNDS, UnitSchema, fold
+
+    t0 = time.perf_counter()
+    results: list[UnitSchema] = [UnitSchema(u.file.name) for u in units]
+    lookups: list[list[TableKey]] = [[] for _ in units]
+    signature: list[bytes] = [b""] * len(units)
+    used = schema_index([], job.options.schema, options.default_db)
+
+    def absorb(
+        rows: list[tuple[int, dict[str, Any]]], index: SchemaIndex, learned: list[LearnedTable]
+    ) -> None:
+        for i, entry in rows:
+            tables = tuple(
+                (t[0], t[1], t[2], [(str(c), None if ty is None else str(ty)) for c, ty in t[3]])
+                for t in entry["tables"]
+            )
+            results[i] = UnitSchema(units[i].file.name, tables, rank=int(entry["rank"]))
+            lookups[i] = [(k[0], k[1], k[2]) for k in entry["lookups"]]
+            signature[i] = _signature(index, lookups[i], learned)
+
+    absorb(first.schema_results(), used, [])
+    learned = fold(results)
+    while stats.rounds < MAX_ROUNDS:
+        index = schema_index(learned, options.schema, options.default_db)
+        redo = [
+            i for i, keys in enumerate(lookups) if keys and _signature(index, keys, learned) != signature[i]
+        ]
+        if not redo:
+            break
+        stats.rounds += 1
+        stats.pending += len(redo)
+        wanted = set(redo)
+        again = [[(i, u) for i, u in group if i in wanted] for group in pairs]
+        again = [g for g in again if g]
+        logger.info("schema: extracting %d unit(s) again with %d learned table(s)", len(redo), len(learned))
+        r = job.start(again, list(learned), [], total_units=len(redo))
+        rounds.append(r)
+        for i in redo:
+            final[i] = len(rounds) - 1
+        absorb(r.schema_results(), index, learned)
+        new = fold(results)
+        if new == learned:
+            break
+        learned = new
+    stats.tables = len(learned)
+    stats.fixed_point_s = time.perf_counter() - t0
+    logger.info(
+        "schema: %d table(s) and view(s) learned from the inputs' DDL (%d more round(s), %d unit(s) again)",
+        stats.tables,
+        stats.rounds,
+        stats.pending,
+    )
+
+
+def _signature(index: SchemaIndex, keys: Sequence[TableKey], learned: Sequence[LearnedTable]) -> bytes:
+    """What ``index`` answers for the look-ups (a digest: one per unit is kept); for a unit with more
+    look-ups than were kept, the whole learned schema."""
+    answers: Any = learned if OVERFLOW in keys else [index.columns(*k, record=False) for k in keys]
+    return hashlib.blake2b(repr(answers).encode("utf-8"), digest_size=16).digest()
+
+
+def _merge(
+    rounds: list[_Round],
+    final: list[int],
+    partitions: int,
+    collector: EntityCollector,
+    stats: ExtractStats,
+    progress: Progress | None,
+    *,
+    per_unit: bool,
+) -> None:
+    """Stream each unit's final results into the collector in unit order (several rounds: each round's
+    results read in order at the same time, a unit taken from the round that counts for it)."""
+    iters = [iter(r.rdd.toLocalIterator()) for r in rounds]
+    headers = 0
+
+    def header(payload: str) -> None:
+        nonlocal headers
+        stats.add(json.loads(payload))
+        headers += 1
+        if progress is not None and headers <= partitions:
+            progress("merge", headers, partitions)
+
+    if not per_unit:
+        for tag, _, payload in iters[0]:
+            if tag == "unit":
+                collector.add(json.loads(payload))
+            else:
+                header(payload)  # a partition's header comes after its units
+        return
+    for i, r in enumerate(final):
+        for tag, j, payload in iters[r]:
+            if tag == "header":
+                header(payload)
+            elif j != i:
+                continue  # a result another round replaced
+            elif tag == "unit":
+                collector.add(json.loads(payload))
+            elif tag == "uhead":
+                stats.add(json.loads(payload))
+                break
+    for it in iters:  # the rest: superseded results and the partition headers (CPU, memory)
+        for tag, _, payload in it:
+            if tag == "header":
+                header(payload)
 
 
 def _unit_bytes(unit: WorkUnit) -> int:

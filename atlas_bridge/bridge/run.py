@@ -112,24 +112,25 @@ def scan(
             schema_stats = SchemaStats()
             unordered: set[TableKey] = set()
             schema_warnings: list[str] = []
-            if options.learn_schema or schema_reader is not None:
+            # With --schema-from-atlas the tables the inputs read are listed first (a pass of its own,
+            # which learns the DDL too); else the schema is learned from the extraction itself.
+            learn_in_pass = options.learn_schema and schema_reader is None
+            if schema_reader is not None:
                 t0 = time.perf_counter()
-                if schema_reader is not None:
-                    options = dataclasses.replace(options, tables_read=True)
+                options = dataclasses.replace(options, tables_read=True)
                 learned, schema_stats, reads = learn_schema_job(
                     session, units, options, partitions=partitions
                 )
                 if not options.learn_schema:
                     learned = []
-                if schema_reader is not None:
-                    index = schema_index(learned, options.schema, options.default_db)
-                    unknown = [k for k in reads if index.columns(*k) is None]
-                    from_atlas, unordered, schema_warnings = schema_reader(unknown)
-                    schema_stats.from_atlas = len(from_atlas)
-                    learned = [*learned, *from_atlas]
-                    logger.info(
-                        "schema: %d table(s) read from Atlas of %d looked up", len(from_atlas), len(unknown)
-                    )
+                index = schema_index(learned, options.schema, options.default_db)
+                unknown = [k for k in reads if index.columns(*k) is None]
+                from_atlas, unordered, schema_warnings = schema_reader(unknown)
+                schema_stats.from_atlas = len(from_atlas)
+                learned = [*learned, *from_atlas]
+                logger.info(
+                    "schema: %d table(s) read from Atlas of %d looked up", len(from_atlas), len(unknown)
+                )
                 timings["schema"] = time.perf_counter() - t0
             stats = extract_entities(
                 session,
@@ -141,8 +142,13 @@ def scan(
                 progress=progress,
                 learned=learned,
                 unordered=sorted(unordered, key=lambda k: tuple(p or "" for p in k)),
+                learn=learn_in_pass,
             )
-            stats.schema = schema_stats
+            if learn_in_pass:
+                assert stats.schema is not None
+                timings["schema"] = stats.schema.fixed_point_s
+            elif schema_reader is not None:
+                stats.schema = schema_stats
             stats.problems.extend(
                 Problem(message=m, severity=Severity.WARNING, kind="schema") for m in schema_warnings
             )

@@ -6,6 +6,7 @@ import dataclasses
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from atlas_bridge.extractors.sql.schema import LearnedTable, TableKey
 from atlas_bridge.model import Lineage, Problem
 
 Progress = Callable[[str, int, int], None]
@@ -92,6 +93,10 @@ class UnitResult:
     users: set[str] = dataclasses.field(default_factory=set)
     first_time_ms: int | None = None
     last_time_ms: int | None = None
+    defines: list[LearnedTable] = dataclasses.field(default_factory=list)
+    """Tables and views the unit's DDL defined, with their columns (what the estate learns from it)."""
+    lookups: list[TableKey] = dataclasses.field(default_factory=list)
+    """Tables the unit looked up that its own DDL did not define (see ``SchemaIndex.lookups``)."""
 
 
 @dataclasses.dataclass(frozen=True)

@@ -73,7 +73,7 @@ from atlas_bridge.extractors.sql.registry import (
     run_text_handlers,
 )
 from atlas_bridge.extractors.sql.resplit import statement_pieces as resplit_pieces
-from atlas_bridge.extractors.sql.schema import LearnedTable, SchemaIndex
+from atlas_bridge.extractors.sql.schema import LearnedTable, SchemaIndex, TableKey
 from atlas_bridge.extractors.sql.split import LineIndex, StatementChunk, split_statements
 from atlas_bridge.extractors.sql.textual import failure, parse_failure
 from atlas_bridge.model import ExtractionResult, Lineage, Problem
@@ -85,6 +85,7 @@ __all__ = [
     "SchemaIndex",
     "StatementContext",
     "UnsupportedSQL",
+    "extract_and_learn",
     "extract_sql_lineage",
     "handler",
     "learn_schema",
@@ -173,11 +174,53 @@ def extract_sql_lineage(
     >>> relation_lines(end_to_end(r.lineage))
     ['s.x -> fdd -> t.a', 's.y -> fdr -> t.PseudoRows']
     """
+    return _extract(sql, dialect, schema, default_db, file=file, time_budget_s=time_budget_s)[0]
+
+
+def extract_and_learn(
+    sql: str,
+    dialect: str | None = None,
+    schema: Mapping[str, Any] | SchemaIndex | None = None,
+    default_db: str | None = None,
+    *,
+    file: str | None = None,
+    time_budget_s: float | None = DEFAULT_TIME_BUDGET_S,
+) -> tuple[ExtractionResult, list[LearnedTable], list[TableKey]]:
+    """:func:`extract_sql_lineage`, plus what the script teaches and what it needed from ``schema``.
+
+    Returns the result, the tables the script's DDL defined (in order, with columns: what
+    :func:`learn_schema` gives) and the tables it looked up that its own DDL did not define (found in
+    ``schema`` or not at all). A scan extracts every unit once this way, learns the estate's schema from
+    all units, and extracts again only the units whose look-ups the learned schema answers differently.
+
+    >>> r, defined, looked = extract_and_learn("create table s.t (a int); insert into s.u select a from s.t")
+    >>> defined, looked
+    ([(None, 's', 't', [('a', 'INT')])], [(None, 's', 'u')])
+    """
+    result, state = _extract(
+        sql, dialect, schema, default_db, file=file, time_budget_s=time_budget_s, learn=True
+    )
+    return result, state.schema.defined(), list(state.schema.lookups or ())
+
+
+def _extract(
+    sql: str,
+    dialect: str | None,
+    schema: Mapping[str, Any] | SchemaIndex | None,
+    default_db: str | None,
+    *,
+    file: str | None,
+    time_budget_s: float | None,
+    learn: bool = False,
+) -> tuple[ExtractionResult, ScriptState]:
     d = resolve_dialect(dialect)
     if type(d) in (Trino, Presto) and "`" in sql:
         d = Athena()  # Athena's Hive DDL (backquoted names) written as Trino/Presto: Athena reads both
+    index = SchemaIndex(schema, default_db)
+    if learn:
+        index.lookups = {}
     state = ScriptState(
-        schema=SchemaIndex(schema, default_db),
+        schema=index,
         dialect=d,
         text=sql,
         lines=LineIndex(sql),
@@ -199,7 +242,7 @@ def extract_sql_lineage(
         lineage = _salvage(state, done)
     # The Lineage is validated once in freeze(); constructing ExtractionResult normally would run its
     # validators a second time (pydantic re-runs after-validators on model instances).
-    return ExtractionResult.model_construct(lineage=lineage, problems=tuple(state.problems))
+    return ExtractionResult.model_construct(lineage=lineage, problems=tuple(state.problems)), state
 
 
 def learn_schema(

@@ -474,7 +474,9 @@ class StatementContext:
     def _type_columns(self, target: DatasetBuilder, pairs: list[tuple[str, str]], qr: QueryResult) -> None:
         """Types onto the target columns written (the Atlas column's ``type``): the schema's (or DDL's),
         else the type of the one typed column the value is an exact copy of (a view's ``SELECT a``)."""
-        known = self.state.schema.columns(target.catalog, target.db, target.name)
+        # A CREATE ... AS about to define the target does not read it: not a look-up that shapes lineage.
+        creating = self.effect_type in ("create_table", "create_view")
+        known = self.state.schema.columns(target.catalog, target.db, target.name, record=not creating)
         types = {c.lower(): t for c, t in known or () if t}
         incoming: dict[ColKey, list[ColKey]] | None = None
         for src, name in pairs:

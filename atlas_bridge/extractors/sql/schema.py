@@ -24,6 +24,12 @@ LearnedTable = tuple[str | None, str | None, str, Columns]
 """(catalog, db, name, columns) of a table a script defines, names as written."""
 
 
+MAX_LOOKUPS = 10_000
+"""Distinct look-ups :attr:`SchemaIndex.lookups` keeps; beyond, :data:`OVERFLOW` stands for the rest."""
+OVERFLOW: TableKey = (None, None, "")
+"""In :attr:`SchemaIndex.lookups`: more look-ups than were kept (any change of schema may matter)."""
+
+
 class SchemaIndex:
     """Known columns of tables and views, in declaration order (needed for INSERT by position)."""
 
@@ -43,6 +49,9 @@ class SchemaIndex:
         """Tables whose columns are known by name only (read from Atlas without positions)."""
         self._unresolved: dict[TableKey, None] = {}
         """Tables a statement defines whose columns it could not tell (``SELECT *`` of an unknown table)."""
+        self.lookups: dict[TableKey, None] | None = None
+        """When a dict: the tables looked up here that this layer's own DDL did not answer (what the script
+        read from the base or did not find), in order; a scan re-extracts a unit when their answers change."""
         self.base = schema if isinstance(schema, SchemaIndex) else None
         self.default_db = default_db.lower() if default_db else None
         if schema and not isinstance(schema, SchemaIndex):
@@ -137,9 +146,19 @@ class SchemaIndex:
         assert self.base is not None
         return self.base._get(key)
 
-    def columns(self, catalog: str | None, db: str | None, name: str) -> Columns | None:
-        """Columns (name, type) of the table, or None when the schema does not know it."""
+    def columns(
+        self, catalog: str | None, db: str | None, name: str, *, record: bool = True
+    ) -> Columns | None:
+        """Columns (name, type) of the table, or None when the schema does not know it.
+
+        ``record=False``: a look-up the answer of which does not shape the lineage (the target a statement
+        is about to define), left out of :attr:`lookups`."""
         key = self._resolve(catalog, db, name)
+        if record and self.lookups is not None and (key is None or key not in self._tables):
+            if len(self.lookups) < MAX_LOOKUPS:
+                self.lookups[_key(catalog, db, name)] = None
+            else:
+                self.lookups[OVERFLOW] = None
         return None if key is None else self._get(key)
 
     def _resolve(self, catalog: str | None, db: str | None, name: str) -> TableKey | None:
