@@ -392,3 +392,25 @@ def test_a_column_copied_from_a_typed_column_has_its_type_and_computed_ones_have
         "b": "STRING",
         "total": None,
     }
+
+
+def test_extraction_reports_what_it_defines_and_what_it_looked_up(monkeypatch: pytest.MonkeyPatch) -> None:
+    """What the scan decides re-extraction on: the tables a script read that its own DDL did not define
+    (found in the schema given or not at all), not the target a CTAS is about to define."""
+    from atlas_bridge.extractors.sql import extract_and_learn, schema
+
+    sql = (
+        "create table s.t (a int);\n"
+        "insert into s.u select a from s.t;\n"  # s.t: own DDL (no look-up); s.u: looked up (maybe known)
+        "create table s.c as select x from s.w;\n"  # s.w read; s.c being defined: not a look-up
+        "select * from s.c join k.known using (x)"  # s.c: own; k.known: given
+    )
+    given = {"k": {"known": {"x": "INT", "y": "INT"}}}
+    result, defined, looked = extract_and_learn(sql, "spark", given)
+    assert [t[:3] for t in defined] == [(None, "s", "t"), (None, "s", "c")]
+    assert looked == [(None, "s", "u"), (None, "s", "w"), (None, "k", "known")]
+    assert result == extract_sql_lineage(sql, "spark", given)  # the same lineage either way
+
+    monkeypatch.setattr(schema, "MAX_LOOKUPS", 2)
+    _, _, looked = extract_and_learn(sql, "spark", given)
+    assert looked == [(None, "s", "u"), (None, "s", "w"), schema.OVERFLOW]

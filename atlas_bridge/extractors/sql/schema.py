@@ -154,7 +154,7 @@ class SchemaIndex:
         ``record=False``: a look-up the answer of which does not shape the lineage (the target a statement
         is about to define), left out of :attr:`lookups`."""
         key = self._resolve(catalog, db, name)
-        if record and self.lookups is not None and (key is None or key not in self._tables):
+        if record and self.lookups is not None and (key is None or key not in self._defined):
             if len(self.lookups) < MAX_LOOKUPS:
                 self.lookups[_key(catalog, db, name)] = None
             else:
