@@ -155,39 +155,6 @@ class RelationBuilder:
     function: str | None = None
     span: Span | None = None
 
-    def freeze(self, refs: dict[ColKey, ColumnRef] | None = None) -> Relation:
-        """The model relation; ``refs`` shares one (immutable) ColumnRef per column across relations."""
-        refs = {} if refs is None else refs
-        source = refs.get(self.source)
-        if source is None:
-            source = refs[self.source] = _complete(
-                ColumnRef, {"dataset_id": self.source[0], "column": self.source[1]}
-            )
-        target = refs.get(self.target)
-        if target is None:
-            target = refs[self.target] = _complete(
-                ColumnRef, {"dataset_id": self.target[0], "column": self.target[1]}
-            )
-        flow = self.flow
-        if flow is None:
-            flow = default_flow(self.type, self.clause_type)
-        return _complete(
-            Relation,
-            {
-                "type": self.type,
-                "source": source,
-                "target": target,
-                "effect_type": self.effect_type,
-                "clause_type": self.clause_type,
-                "process_id": self.process_id,
-                "flow": flow,
-                "effect": self.effect,
-                "transform": self.transform,
-                "function": self.function,
-                "span": self.span,
-            },
-        )
-
 
 class GraphBuilder:
     """Datasets and relations of one statement. Relations are de-duplicated on (type, ends, clause)."""
@@ -331,12 +298,47 @@ class ScriptGraph:
                 )
             ] = rel
         refs: dict[ColKey, ColumnRef] = {}
+        relations: list[Relation] = []
+        for k in sorted(keyed):  # one model per relation, built inline (hot path)
+            rel = keyed[k]
+            source_ref = refs.get(rel.source)  # one (immutable) ColumnRef per column, shared
+            if source_ref is None:
+                source_ref = refs[rel.source] = _complete(
+                    ColumnRef, {"dataset_id": rel.source[0], "column": rel.source[1]}
+                )
+            target_ref = refs.get(rel.target)
+            if target_ref is None:
+                target_ref = refs[rel.target] = _complete(
+                    ColumnRef, {"dataset_id": rel.target[0], "column": rel.target[1]}
+                )
+            rtype, clause = rel.type, rel.clause_type
+            flow = rel.flow
+            if flow is None:
+                flow = default_flow(rtype, clause)
+            relations.append(
+                _complete(
+                    Relation,
+                    {
+                        "type": rtype,
+                        "source": source_ref,
+                        "target": target_ref,
+                        "effect_type": rel.effect_type,
+                        "clause_type": clause,
+                        "process_id": rel.process_id,
+                        "flow": flow,
+                        "effect": rel.effect,
+                        "transform": rel.transform,
+                        "function": rel.function,
+                        "span": rel.span,
+                    },
+                )
+            )
         return _complete(
             Lineage,
             {
                 "datasets": tuple(self.datasets[k].freeze() for k in sorted(self.datasets)),
                 "processes": tuple(sorted(processes, key=_id)),
-                "relations": tuple([keyed[k].freeze(refs) for k in sorted(keyed)]),
+                "relations": tuple(relations),
                 "procedures": tuple(sorted(procedures, key=_id)),
             },
         )
