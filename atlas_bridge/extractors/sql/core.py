@@ -84,7 +84,7 @@ class ScriptState:
 # Query results and FROM-clause sources
 
 
-@dataclass
+@dataclass(slots=True)  # many per statement: slots make them cheaper to build and to collect
 class Ref:
     """One column occurrence found in an expression, resolved to a dataset column."""
 
@@ -155,7 +155,7 @@ class QueryResult:
         return (self.ds.id, PSEUDO_ROWS)
 
 
-@dataclass
+@dataclass(slots=True)
 class Source:
     """Something in FROM: a table (``query`` None) or a resultset (CTE, subquery, function)."""
 
