@@ -167,7 +167,7 @@ class _Chain(NamedTuple):
         fdr = rel.type is RelationType.FDR
         restricting = fdr and rel.flow is not FlowKind.DATA_FLOW
         clause = rel.clause_type if fdr else None
-        return cls(rel, rel, fdr, restricting, clause, rel.effect, rel.transform, rel.function)
+        return _new_chain(cls, (rel, rel, fdr, restricting, clause, rel.effect, rel.transform, rel.function))
 
     def prepend(self, head: _Chain) -> _Chain:
         """The chain ``head`` (a one-hop chain, :meth:`of`) then this one."""
@@ -178,15 +178,18 @@ class _Chain(NamedTuple):
             clause = head.clause
         else:
             clause = self.clause
-        return _Chain(  # positional (cheaper): first, last, fdr, restricting, clause, effect, ...
-            head.first,
-            self.last,
-            head.fdr or self.fdr,
-            head.restricting or self.restricting,
-            clause,
-            effect,
-            self.transform or head.transform,
-            head.function or self.function,
+        return _new_chain(  # the tuple's own constructor (cheaper): first, last, fdr, restricting, ...
+            _Chain,
+            (
+                head.first,
+                self.last,
+                head.fdr or self.fdr,
+                head.restricting or self.restricting,
+                clause,
+                effect,
+                self.transform or head.transform,
+                head.function or self.function,
+            ),
         )
 
     def collapse(self) -> Relation:
@@ -217,6 +220,7 @@ class _Chain(NamedTuple):
         )
 
 
+_new_chain = tuple.__new__
 _FDR_TYPE = RelationType.FDR
 _FDD_TYPE = RelationType.FDD
 _DATA_FLOW = FlowKind.DATA_FLOW
