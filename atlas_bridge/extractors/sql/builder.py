@@ -271,7 +271,11 @@ class ScriptGraph:
         procedures = _unique_by_id(self.procedures, "procedure")
         columns = {(d.id, c.name) for d in self.datasets.values() for c in d.columns.values()}
         proc_ids = {p.id for p in processes}
-        keyed: dict[tuple[str, ...], RelationBuilder] = {}
+        # Relation.sort_key of the frozen relation, from the builder (hot path), without its last part (the
+        # span's text): relations are grouped on the rest, and only where several share it are their span
+        # texts made, to order them and keep the last of equal ones, as the validator does
+        # (tests/test_sql_tpc.py compares the two constructions).
+        groups: dict[tuple[str, ...], list[RelationBuilder]] = {}
         for rel in self.relations:
             for end in (rel.source, rel.target):
                 if end not in columns:
@@ -280,27 +284,34 @@ class ScriptGraph:
             if rel.process_id is not None and rel.process_id not in proc_ids:
                 msg = f"relation {rel.source} -> {rel.target} names unknown process {rel.process_id!r}"
                 raise ValueError(msg)
-            # Relation.sort_key of the frozen relation, from the builder (hot path): the last of equal
-            # relations wins, as in the validator (tests/test_sql_tpc.py compares the two constructions)
-            source, target, clause, span = rel.source, rel.target, rel.clause_type, rel.span
-            keyed[
-                (
-                    target[0],
-                    target[1],
-                    source[0],
-                    source[1],
-                    rel.type._value_,
-                    clause._value_ if clause is not None else "",
-                    rel.process_id or "",
-                    rel.effect_type or "",
-                    rel.transform or "",
-                    str(span) if span is not None else "",
-                )
-            ] = rel
+            source, target, clause = rel.source, rel.target, rel.clause_type
+            prefix = (
+                target[0],
+                target[1],
+                source[0],
+                source[1],
+                rel.type._value_,
+                clause._value_ if clause is not None else "",
+                rel.process_id or "",
+                rel.effect_type or "",
+                rel.transform or "",
+            )
+            group = groups.get(prefix)
+            if group is None:
+                groups[prefix] = [rel]
+            else:
+                group.append(rel)
+        ordered: list[RelationBuilder] = []
+        for prefix in sorted(groups):
+            group = groups[prefix]
+            if len(group) == 1:
+                ordered.append(group[0])
+                continue
+            by_span = {(str(r.span) if r.span is not None else ""): r for r in group}  # the last one wins
+            ordered.extend(by_span[k] for k in sorted(by_span))
         refs: dict[ColKey, ColumnRef] = {}
         relations: list[Relation] = []
-        for k in sorted(keyed):  # one model per relation, built inline (hot path)
-            rel = keyed[k]
+        for rel in ordered:  # one model per relation, built inline (hot path)
             source_ref = refs.get(rel.source)  # one (immutable) ColumnRef per column, shared
             if source_ref is None:
                 source_ref = refs[rel.source] = _complete(
