@@ -302,8 +302,8 @@ class ScriptGraph:
             else:
                 group.append(rel)
         ordered: list[RelationBuilder] = []
-        for prefix in sorted(groups):
-            group = groups[prefix]
+        for key in sorted(groups):
+            group = groups[key]
             if len(group) == 1:
                 ordered.append(group[0])
                 continue
