@@ -1215,9 +1215,15 @@ class StatementContext:
                 continue
             elif kind is _LEAF:
                 continue
-            children = list(node.iter_expressions())
-            for child in reversed(children):  # pre-order, left to right
-                stack.append((child, agg, window, func, bound, filter_context))
+            # the children, last first (pre-order, left to right): Expr.iter_expressions(reverse=True),
+            # inlined (hot path)
+            for value in reversed(node.args.values()):
+                if isinstance(value, list):
+                    for child in reversed(value):
+                        if isinstance(child, _EXPR):
+                            stack.append((child, agg, window, func, bound, filter_context))
+                elif isinstance(value, _EXPR):
+                    stack.append((value, agg, window, func, bound, filter_context))
 
     def _window(
         self,
@@ -1495,6 +1501,7 @@ def _qualifier(col: exp.Column) -> list[str]:
 
 _QUALIFIER_ARGS = ("catalog", "db", "table")
 _IDENTIFIER = exp.Identifier
+_EXPR = exp.Expr
 
 
 LATERAL_ALIAS_DIALECTS = frozenset(
