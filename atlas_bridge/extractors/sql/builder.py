@@ -133,6 +133,8 @@ def _column_order(c: ColumnBuilder) -> tuple[bool, str, str]:
 def _spans(spans: list[Span]) -> tuple[Span, ...]:
     if not spans:
         return ()
+    if len(spans) == 1:
+        return (spans[0],)
     unique = {(s.line, s.column, s.end_line, s.end_column): s for s in spans}
     return tuple(unique[k] for k in sorted(unique))
 
@@ -277,10 +279,10 @@ class ScriptGraph:
         # (tests/test_sql_tpc.py compares the two constructions).
         groups: dict[tuple[str, ...], list[RelationBuilder]] = {}
         for rel in self.relations:
-            for end in (rel.source, rel.target):
-                if end not in columns:
-                    msg = f"relation {rel.source} -> {rel.target}: no column {end[1]!r} on {end[0]!r}"
-                    raise ValueError(msg)
+            if rel.source not in columns or rel.target not in columns:
+                end = rel.source if rel.source not in columns else rel.target
+                msg = f"relation {rel.source} -> {rel.target}: no column {end[1]!r} on {end[0]!r}"
+                raise ValueError(msg)
             if rel.process_id is not None and rel.process_id not in proc_ids:
                 msg = f"relation {rel.source} -> {rel.target} names unknown process {rel.process_id!r}"
                 raise ValueError(msg)
