@@ -67,11 +67,18 @@ def end_to_end(lineage: Lineage) -> Lineage:
     if not inter:
         return lineage
     heads: dict[int, _Chain] = {}  # the one-hop chain of each relation, by id (relations are not hashed)
-    out_edges: dict[tuple[str, str], list[tuple[Relation, _Chain]]] = defaultdict(list)
+    # only intermediate columns are walked from (reach), so only their out-edges are kept
+    out_edges: dict[tuple[str, str], list[tuple[tuple[str, str], _Chain]]] = defaultdict(list)
     for rel in lineage.relations:
         if rel.type in _CHAIN_TYPES:
-            head = heads[id(rel)] = _Chain.of(rel)
-            out_edges[(rel.source.dataset_id, rel.source.column)].append((rel, head))
+            source, target = rel.source, rel.target
+            if source.dataset_id in inter:
+                head = heads[id(rel)] = _Chain.of(rel)
+                out_edges[(source.dataset_id, source.column)].append(
+                    ((target.dataset_id, target.column), head)
+                )
+            elif target.dataset_id in inter:
+                heads[id(rel)] = _Chain.of(rel)
 
     memo: dict[tuple[str, str], dict[tuple[str, str], _Chain]] = {}
     in_progress: set[tuple[str, str]] = set()
@@ -84,8 +91,7 @@ def end_to_end(lineage: Lineage) -> Lineage:
             return {}
         in_progress.add(node)
         found: dict[tuple[str, str], _Chain] = {}
-        for rel, head in out_edges.get(node, ()):
-            tgt = (rel.target.dataset_id, rel.target.column)
+        for tgt, head in out_edges.get(node, ()):
             if tgt[0] in inter:
                 for end, chain in reach(tgt).items():
                     _keep_best(found, end, chain.prepend(head))
@@ -100,14 +106,35 @@ def end_to_end(lineage: Lineage) -> Lineage:
     for rel in lineage.relations:
         if rel.source.dataset_id in inter:
             continue
-        if rel.type not in _CHAIN_TYPES or rel.target.dataset_id not in inter:
+        target = rel.target
+        if rel.type not in _CHAIN_TYPES or target.dataset_id not in inter:
             keyed.append((rel.sort_key(), rel))
             continue
-        tgt = (rel.target.dataset_id, rel.target.column)
         head = heads[id(rel)]
-        for chain in reach(tgt).values():
+        source = rel.source
+        span = rel.span
+        span_text = "" if span is None else str(span)  # once for all chains that start with ``rel``
+        for chain in reach((target.dataset_id, target.column)).values():
             full = chain.prepend(head)
-            keyed.append((full.sort_key(), full))
+            # Relation.sort_key of full.collapse()'s edge, without building it (the first hop is ``rel``;
+            # tests/test_sql_tpc.py compares with the validator's order)
+            last = full.last
+            end = last.target
+            fdr = full.fdr
+            clause = full.clause if fdr else None
+            key = (
+                end.dataset_id,
+                end.column,
+                source.dataset_id,
+                source.column,
+                _FDR if fdr else _FDD,
+                clause._value_ if clause is not None else "",
+                last.process_id or rel.process_id or "",
+                last.effect_type or rel.effect_type or "",
+                full.transform or "",
+                span_text,
+            )
+            keyed.append((key, full))
     relations = [item if isinstance(item, Relation) else item.collapse() for item in _prefer_fdd_keyed(keyed)]
     used = {e.dataset_id for r in relations for e in (r.source, r.target)}
     datasets = [d for d in lineage.datasets if d.id not in inter or d.id in used]
@@ -140,7 +167,7 @@ class _Chain(NamedTuple):
         fdr = rel.type is RelationType.FDR
         restricting = fdr and rel.flow is not FlowKind.DATA_FLOW
         clause = rel.clause_type if fdr else None
-        return cls(rel, rel, fdr, restricting, clause, rel.effect, rel.transform, rel.function)
+        return _new_chain(cls, (rel, rel, fdr, restricting, clause, rel.effect, rel.transform, rel.function))
 
     def prepend(self, head: _Chain) -> _Chain:
         """The chain ``head`` (a one-hop chain, :meth:`of`) then this one."""
@@ -151,48 +178,29 @@ class _Chain(NamedTuple):
             clause = head.clause
         else:
             clause = self.clause
-        return _Chain(  # positional (cheaper): first, last, fdr, restricting, clause, effect, ...
-            head.first,
-            self.last,
-            head.fdr or self.fdr,
-            head.restricting or self.restricting,
-            clause,
-            effect,
-            self.transform or head.transform,
-            head.function or self.function,
-        )
-
-    def _ends(self) -> tuple[RelationType, ClauseType | None, FlowKind]:
-        kind = RelationType.FDR if self.fdr else RelationType.FDD
-        clause = self.clause if self.fdr else None
-        flow = default_flow(kind, clause) if self.restricting or not self.fdr else FlowKind.DATA_FLOW
-        return kind, clause, flow
-
-    def sort_key(self) -> tuple[str, ...]:
-        """:meth:`Relation.sort_key` of :meth:`collapse`'s edge, without building it."""
-        first, last = self.first, self.last
-        source, target = first.source, last.target
-        clause = self.clause if self.fdr else None
-        span = first.span
-        # relation_sort_key, inlined (hot path; tests/test_sql_tpc.py compares with the validator's order)
-        return (
-            target.dataset_id,
-            target.column,
-            source.dataset_id,
-            source.column,
-            _FDR if self.fdr else _FDD,
-            clause._value_ if clause is not None else "",
-            last.process_id or first.process_id or "",
-            last.effect_type or first.effect_type or "",
-            self.transform or "",
-            str(span) if span is not None else "",
+        return _new_chain(  # the tuple's own constructor (cheaper): first, last, fdr, restricting, ...
+            _Chain,
+            (
+                head.first,
+                self.last,
+                head.fdr or self.fdr,
+                head.restricting or self.restricting,
+                clause,
+                effect,
+                self.transform or head.transform,
+                head.function or self.function,
+            ),
         )
 
     def collapse(self) -> Relation:
         """The end-to-end edge; an fdr chain whose every fdr hop is a data flow (``COUNT(*)`` fed by the
         table's rows) keeps that reading and its effect instead of turning into "restricts"."""
-        kind, clause, flow = self._ends()
         first, last = self.first, self.last
+        if self.fdr:
+            kind, clause = _FDR_TYPE, self.clause
+            flow = default_flow(kind, clause) if self.restricting else _DATA_FLOW
+        else:
+            kind, clause, flow = _FDD_TYPE, None, _DATA_FLOW
         # Every field comes from validated relations: skip re-validation (hot path on big lineage).
         return construct_complete(
             Relation,
@@ -212,6 +220,12 @@ class _Chain(NamedTuple):
         )
 
 
+_new_chain = tuple.__new__
+_FDR_TYPE = RelationType.FDR
+_FDD_TYPE = RelationType.FDD
+_DATA_FLOW = FlowKind.DATA_FLOW
+
+
 def _keep_best(found: dict[tuple[str, str], _Chain], end: tuple[str, str], chain: _Chain) -> None:
     old = found.get(end)
     if old is None or (old.fdr and not chain.fdr):
@@ -221,7 +235,7 @@ def _keep_best(found: dict[tuple[str, str], _Chain], end: tuple[str, str], chain
 def _prefer_fdd_keyed(keyed: list[tuple[tuple[str, ...], _K]]) -> list[_K]:
     """Where both an fdd and an fdr edge join the same two columns, the fdd one stands alone.
 
-    ``keyed`` pairs each edge (or what will make it) with its ``sort_key``. Chains that differ only in
+    ``keyed`` pairs each edge (or what will make it) with its edge's ``sort_key``. Chains that differ only in
     where the source was read (their span) are one end-to-end edge; the earliest span is kept. The result
     is in ``sort_key`` order and unique, as :class:`Lineage` keeps it.
     """

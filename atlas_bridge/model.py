@@ -68,17 +68,27 @@ def construct_complete(cls: type[_M], data: dict[str, Any]) -> _M:
 
     Nothing is checked, not even the field names: only for our own builders, whose output
     ``tests/test_sql_extract.py`` and ``tests/test_sql_tpc.py`` compare with the validated construction.
+    The slots are set through their descriptors, and every instance of a class shares one fields-set (all
+    fields are set): pydantic adds to that set only on assignment, which frozen models refuse, and copies
+    it in ``model_copy``.
     """
     obj = _new(cls)
-    _set(obj, "__dict__", data)
-    _set(obj, "__pydantic_fields_set__", set(data))
-    _set(obj, "__pydantic_extra__", None)
-    _set(obj, "__pydantic_private__", None)
+    _set_dict(obj, data)
+    fields = _ALL_SET.get(cls)
+    if fields is None:
+        fields = _ALL_SET[cls] = set(cls.model_fields)
+    _set_fields(obj, fields)
+    _set_extra(obj, None)
+    _set_private(obj, None)
     return obj
 
 
 _new = object.__new__
-_set = object.__setattr__
+_ALL_SET: dict[type[BaseModel], set[str]] = {}
+_set_dict = BaseModel.__dict__["__dict__"].__set__
+_set_fields = BaseModel.__dict__["__pydantic_fields_set__"].__set__
+_set_extra = BaseModel.__dict__["__pydantic_extra__"].__set__
+_set_private = BaseModel.__dict__["__pydantic_private__"].__set__
 
 
 class DatasetKind(str, enum.Enum):

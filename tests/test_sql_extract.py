@@ -472,3 +472,37 @@ def test_output_does_not_depend_on_hash_seed() -> None:
     ]
     assert outs[0] == outs[1]
     assert outs[0] == extract_sql_lineage(sql, "snowflake").lineage.to_json()
+
+
+def test_freeze_orders_and_deduplicates_relations_that_differ_only_by_span() -> None:
+    """The builder groups relations on their sort key without the span and orders a group by span text
+    (``10:1`` before ``9:1``), keeping the last of equal ones: as the validated Lineage does."""
+    from atlas_bridge.extractors.sql.builder import DatasetBuilder, RelationBuilder, ScriptGraph
+    from atlas_bridge.model import Span
+
+    graph = ScriptGraph()
+    for ds_id in ("table:s", "table:t"):
+        ds = DatasetBuilder(id=ds_id, kind=DatasetKind.TABLE, name=ds_id[6:])
+        ds.column("a")
+        graph.datasets[ds_id] = ds
+
+    def span(line: int) -> Span:
+        return Span(line=line, column=1, end_line=line, end_column=2)
+
+    for sp, effect in [
+        (span(9), Effect.EXACT_COPY),
+        (span(10), Effect.EXACT_COPY),
+        (None, Effect.EXACT_COPY),
+        (span(9), Effect.MODIFIED_COPY),  # equal to the first but for its effect: the last one wins
+    ]:
+        graph.relations.append(
+            RelationBuilder(RelationType.FDD, ("table:s", "a"), ("table:t", "a"), effect=effect, span=sp)
+        )
+    frozen = graph.freeze()
+    validated = Lineage.model_validate_json(frozen.model_dump_json())
+    assert validated == frozen
+    assert [(str(r.span) if r.span else "", r.effect) for r in frozen.relations] == [
+        ("", Effect.EXACT_COPY),
+        ("10:1-10:2", Effect.EXACT_COPY),
+        ("9:1-9:2", Effect.MODIFIED_COPY),
+    ]

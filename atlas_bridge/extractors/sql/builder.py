@@ -34,7 +34,7 @@ from atlas_bridge.model import (
 from atlas_bridge.model import construct_complete as _complete
 
 
-@dataclass
+@dataclass(slots=True)  # many per statement: slots make them cheaper to build and to collect
 class ColumnBuilder:
     name: str
     system: bool = False
@@ -133,6 +133,8 @@ def _column_order(c: ColumnBuilder) -> tuple[bool, str, str]:
 def _spans(spans: list[Span]) -> tuple[Span, ...]:
     if not spans:
         return ()
+    if len(spans) == 1:
+        return (spans[0],)
     unique = {(s.line, s.column, s.end_line, s.end_column): s for s in spans}
     return tuple(unique[k] for k in sorted(unique))
 
@@ -141,7 +143,7 @@ ColKey = tuple[str, str]
 """(dataset id, column name)."""
 
 
-@dataclass
+@dataclass(slots=True)  # one per edge: slots make them cheaper to build and to collect
 class RelationBuilder:
     type: RelationType
     source: ColKey
@@ -154,39 +156,6 @@ class RelationBuilder:
     transform: str | None = None
     function: str | None = None
     span: Span | None = None
-
-    def freeze(self, refs: dict[ColKey, ColumnRef] | None = None) -> Relation:
-        """The model relation; ``refs`` shares one (immutable) ColumnRef per column across relations."""
-        refs = {} if refs is None else refs
-        source = refs.get(self.source)
-        if source is None:
-            source = refs[self.source] = _complete(
-                ColumnRef, {"dataset_id": self.source[0], "column": self.source[1]}
-            )
-        target = refs.get(self.target)
-        if target is None:
-            target = refs[self.target] = _complete(
-                ColumnRef, {"dataset_id": self.target[0], "column": self.target[1]}
-            )
-        flow = self.flow
-        if flow is None:
-            flow = default_flow(self.type, self.clause_type)
-        return _complete(
-            Relation,
-            {
-                "type": self.type,
-                "source": source,
-                "target": target,
-                "effect_type": self.effect_type,
-                "clause_type": self.clause_type,
-                "process_id": self.process_id,
-                "flow": flow,
-                "effect": self.effect,
-                "transform": self.transform,
-                "function": self.function,
-                "span": self.span,
-            },
-        )
 
 
 class GraphBuilder:
@@ -304,39 +273,85 @@ class ScriptGraph:
         procedures = _unique_by_id(self.procedures, "procedure")
         columns = {(d.id, c.name) for d in self.datasets.values() for c in d.columns.values()}
         proc_ids = {p.id for p in processes}
-        keyed: dict[tuple[str, ...], RelationBuilder] = {}
+        # Relation.sort_key of the frozen relation, from the builder (hot path), without its last part (the
+        # span's text): relations are grouped on the rest, and only where several share it are their span
+        # texts made, to order them and keep the last of equal ones, as the validator does
+        # (tests/test_sql_tpc.py compares the two constructions).
+        groups: dict[tuple[str, ...], list[RelationBuilder]] = {}
         for rel in self.relations:
-            for end in (rel.source, rel.target):
-                if end not in columns:
-                    msg = f"relation {rel.source} -> {rel.target}: no column {end[1]!r} on {end[0]!r}"
-                    raise ValueError(msg)
+            if rel.source not in columns or rel.target not in columns:
+                end = rel.source if rel.source not in columns else rel.target
+                msg = f"relation {rel.source} -> {rel.target}: no column {end[1]!r} on {end[0]!r}"
+                raise ValueError(msg)
             if rel.process_id is not None and rel.process_id not in proc_ids:
                 msg = f"relation {rel.source} -> {rel.target} names unknown process {rel.process_id!r}"
                 raise ValueError(msg)
-            # Relation.sort_key of the frozen relation, from the builder (hot path): the last of equal
-            # relations wins, as in the validator (tests/test_sql_tpc.py compares the two constructions)
-            source, target, clause, span = rel.source, rel.target, rel.clause_type, rel.span
-            keyed[
-                (
-                    target[0],
-                    target[1],
-                    source[0],
-                    source[1],
-                    rel.type._value_,
-                    clause._value_ if clause is not None else "",
-                    rel.process_id or "",
-                    rel.effect_type or "",
-                    rel.transform or "",
-                    str(span) if span is not None else "",
-                )
-            ] = rel
+            source, target, clause = rel.source, rel.target, rel.clause_type
+            prefix = (
+                target[0],
+                target[1],
+                source[0],
+                source[1],
+                rel.type._value_,
+                clause._value_ if clause is not None else "",
+                rel.process_id or "",
+                rel.effect_type or "",
+                rel.transform or "",
+            )
+            group = groups.get(prefix)
+            if group is None:
+                groups[prefix] = [rel]
+            else:
+                group.append(rel)
+        ordered: list[RelationBuilder] = []
+        for key in sorted(groups):
+            group = groups[key]
+            if len(group) == 1:
+                ordered.append(group[0])
+                continue
+            by_span = {(str(r.span) if r.span is not None else ""): r for r in group}  # the last one wins
+            ordered.extend(by_span[k] for k in sorted(by_span))
         refs: dict[ColKey, ColumnRef] = {}
+        relations: list[Relation] = []
+        for rel in ordered:  # one model per relation, built inline (hot path)
+            source_ref = refs.get(rel.source)  # one (immutable) ColumnRef per column, shared
+            if source_ref is None:
+                source_ref = refs[rel.source] = _complete(
+                    ColumnRef, {"dataset_id": rel.source[0], "column": rel.source[1]}
+                )
+            target_ref = refs.get(rel.target)
+            if target_ref is None:
+                target_ref = refs[rel.target] = _complete(
+                    ColumnRef, {"dataset_id": rel.target[0], "column": rel.target[1]}
+                )
+            rtype, clause = rel.type, rel.clause_type
+            flow = rel.flow
+            if flow is None:
+                flow = default_flow(rtype, clause)
+            relations.append(
+                _complete(
+                    Relation,
+                    {
+                        "type": rtype,
+                        "source": source_ref,
+                        "target": target_ref,
+                        "effect_type": rel.effect_type,
+                        "clause_type": clause,
+                        "process_id": rel.process_id,
+                        "flow": flow,
+                        "effect": rel.effect,
+                        "transform": rel.transform,
+                        "function": rel.function,
+                        "span": rel.span,
+                    },
+                )
+            )
         return _complete(
             Lineage,
             {
                 "datasets": tuple(self.datasets[k].freeze() for k in sorted(self.datasets)),
                 "processes": tuple(sorted(processes, key=_id)),
-                "relations": tuple([keyed[k].freeze(refs) for k in sorted(keyed)]),
+                "relations": tuple(relations),
                 "procedures": tuple(sorted(procedures, key=_id)),
             },
         )

@@ -84,7 +84,7 @@ class ScriptState:
 # Query results and FROM-clause sources
 
 
-@dataclass
+@dataclass(slots=True)  # many per statement: slots make them cheaper to build and to collect
 class Ref:
     """One column occurrence found in an expression, resolved to a dataset column."""
 
@@ -155,7 +155,7 @@ class QueryResult:
         return (self.ds.id, PSEUDO_ROWS)
 
 
-@dataclass
+@dataclass(slots=True)
 class Source:
     """Something in FROM: a table (``query`` None) or a resultset (CTE, subquery, function)."""
 
@@ -1217,9 +1217,15 @@ class StatementContext:
                 continue
             elif kind is _LEAF:
                 continue
-            children = list(node.iter_expressions())
-            for child in reversed(children):  # pre-order, left to right
-                stack.append((child, agg, window, func, bound, filter_context))
+            # the children, last first (pre-order, left to right): Expr.iter_expressions(reverse=True),
+            # inlined (hot path)
+            for value in reversed(node.args.values()):
+                if isinstance(value, list):
+                    for child in reversed(value):
+                        if isinstance(child, _EXPR):
+                            stack.append((child, agg, window, func, bound, filter_context))
+                elif isinstance(value, _EXPR):
+                    stack.append((value, agg, window, func, bound, filter_context))
 
     def _window(
         self,
@@ -1497,6 +1503,7 @@ def _qualifier(col: exp.Column) -> list[str]:
 
 _QUALIFIER_ARGS = ("catalog", "db", "table")
 _IDENTIFIER = exp.Identifier
+_EXPR = exp.Expr
 
 
 LATERAL_ALIAS_DIALECTS = frozenset(

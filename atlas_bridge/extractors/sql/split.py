@@ -42,9 +42,22 @@ class LineIndex:
 
     def span(self, start: int, end: int) -> Span:
         """Span of ``text[start:end]`` (end exclusive)."""
-        line, col = self.position(start)
-        end_line, end_col = self.position(max(end, start))
-        return _complete(Span, {"line": line, "column": col, "end_line": end_line, "end_column": end_col})
+        starts = self._starts
+        line = bisect.bisect_right(starts, start) - 1
+        end = max(end, start)
+        if line + 1 < len(starts) and end >= starts[line + 1]:
+            end_line = bisect.bisect_right(starts, end) - 1
+        else:  # on the start's line (most spans): no second search
+            end_line = line
+        return _complete(
+            Span,
+            {
+                "line": line + 1,
+                "column": start - starts[line] + 1,
+                "end_line": end_line + 1,
+                "end_column": end - starts[end_line] + 1,
+            },
+        )
 
 
 @dataclass
