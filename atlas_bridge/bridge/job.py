@@ -13,7 +13,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from atlas_bridge.bridge.extract import extract_partition
 from atlas_bridge.bridge.inputs import partition_units
@@ -293,17 +293,32 @@ def extract_entities(
     return stats
 
 
+class _ListParam:
+    """An accumulator of lists, concatenated (the units' schema entries, as tasks finish); PySpark only
+    calls these two methods of an ``AccumulatorParam``."""
+
+    def zero(self, value: list[Any]) -> list[Any]:
+        return []
+
+    def addInPlace(self, value1: list[Any], value2: list[Any]) -> list[Any]:  # PySpark's name
+        value1.extend(value2)
+        return value1
+
+
 class _Round:
     """One extraction job's results, kept by Spark (memory, then disk) until merged."""
 
-    def __init__(self, rdd: Any, broadcast: Any) -> None:
+    def __init__(self, rdd: Any, broadcast: Any, schema: Any) -> None:
         self.rdd = rdd
         self.broadcast = broadcast
+        self._schema = schema
 
     def schema_results(self) -> list[tuple[int, dict[str, Any]]]:
-        """Each unit's ``schema`` entry (small: tables defined, look-ups), from the kept results."""
-        rows = self.rdd.filter(lambda t: t[0] == "schema").map(lambda t: (t[1], t[2])).collect()
-        return [(int(i), json.loads(payload)) for i, payload in rows]
+        """Each unit's ``schema`` entry (small: tables defined, look-ups). They reach the driver with the
+        task results (an accumulator), so the kept results are not read again for them; a task run twice
+        adds its units twice, with the same content."""
+        rows = dict(self._schema.value)
+        return [(i, json.loads(rows[i])) for i in sorted(rows)]
 
     def release(self) -> None:
         self.rdd.unpersist()
@@ -347,6 +362,7 @@ class _ExtractJob:
         done_statements = sc.accumulator(0)
         done_bytes = sc.accumulator(0)
         total_bytes = sum(_unit_bytes(u) for group in pairs for _, u in group)
+        learned_acc: Any = sc.accumulator([], cast(Any, _ListParam()))
 
         def run(items: Iterable[list[tuple[int, WorkUnit]]]) -> Iterator[tuple[str, int, str]]:
             index = _worker_index(bc) if bc is not None else None
@@ -363,6 +379,8 @@ class _ExtractJob:
                             )
                         yield tag, -1, payload
                         continue
+                    if tag == "schema":
+                        learned_acc.add([(ids[j], payload)])
                     yield tag, ids[min(j, len(ids) - 1)], payload
                     if tag == "uhead":
                         statements += sum(int(f["statements"]) for f in json.loads(payload)["files"].values())
@@ -381,7 +399,7 @@ class _ExtractJob:
             raise
         finally:
             sc.setJobDescription(None)  # type: ignore[arg-type]  # None clears it
-        return _Round(rdd, bc)
+        return _Round(rdd, bc, learned_acc)
 
 
 def _learning_rounds(
