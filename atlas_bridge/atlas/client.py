@@ -44,6 +44,7 @@ from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
 from urllib3.util.retry import Retry
 
 from atlas_bridge import __version__
+from atlas_bridge.atlas.encoded import encode_body
 from atlas_bridge.errors import (
     AtlasAuthError,
     AtlasConflictError,
@@ -565,7 +566,7 @@ class AtlasClient:
         the Authorization header on that cross-host hop, so redirects are not followed blindly: one that
         points at another configured address moves the call there; any other is an error.
         """
-        data = json.dumps(body, separators=(",", ":")).encode("utf-8") if body is not None else None
+        data = encode_body(body) if body is not None else None  # a scan's batch comes encoded already
         policy = self.policy
         started = time.monotonic()
         give_up_at = started + policy.give_up_after_s

@@ -43,7 +43,9 @@ _BATCH_RE = re.compile(r"^(\d{4,})-entities\.json$")
 
 def dumps_batch(batch: Mapping[str, Any]) -> str:
     """The one on-disk form of a request body: sorted keys, 2-space indent, trailing newline."""
-    return json.dumps(batch, sort_keys=True, indent=2, ensure_ascii=False) + "\n"
+    from atlas_bridge.atlas.encoded import as_dict
+
+    return json.dumps(as_dict(batch), sort_keys=True, indent=2, ensure_ascii=False) + "\n"
 
 
 def _check_batch(batch: Any) -> None:

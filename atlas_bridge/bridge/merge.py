@@ -7,10 +7,14 @@ import json
 import os
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from atlas_bridge.atlas.encoded import EncodedBatch, RefTable, attributes_text, body_text
 from atlas_bridge.atlas.limits import DEFAULT_MAX_BYTES
 from atlas_bridge.model import Lineage, Relation
+
+if TYPE_CHECKING:
+    from atlas_bridge.atlas.convert import _Entity
 
 
 class EntityCollector:
@@ -40,6 +44,7 @@ class EntityCollector:
         self._spilled = 0
         self._dataset_order: list[tuple[bool, str]] | None = None
         self._nbytes: dict[tuple[bool, str], int] = {}  # JSON size of each dataset record, once computed
+        self._refs: RefTable | None = None  # references to the dataset tier, numbered (see _spill_line)
 
     def add(self, records: Mapping[str, Any]) -> None:
         """Fold one unit's records (see :func:`extract_partition`)."""
@@ -76,7 +81,7 @@ class EntityCollector:
         for group, line in lines:
             if group in seen:
                 continue
-            fh.write(line + "\n")
+            fh.write(self._spill_line(line))
             self._spilled += 1
         for ds_id, kind in records.get("kinds", {}).items():
             old_kind = self._kinds.get(ds_id)
@@ -114,11 +119,13 @@ class EntityCollector:
 
     def batch_count(self, max_entities: int, max_bytes: int | None = DEFAULT_MAX_BYTES) -> int:
         """Bodies :meth:`batches` will give (cut without splitting an owner from its children)."""
-        from atlas_bridge.atlas.convert import count_batches
+        from atlas_bridge.atlas.convert import _cut, _stream_size
 
-        return count_batches(
-            self.records(), dataset_types=self.dataset_types(), max_entities=max_entities, max_bytes=max_bytes
-        )
+        if max_entities < 1:
+            msg = f"max_entities must be at least 1, not {max_entities}"
+            raise ValueError(msg)
+        size = _stream_size if max_bytes is not None else None
+        return sum(1 for _ in _cut(self._entities(False), max_entities, size, max_bytes))
 
     def counts(self) -> dict[str, int]:
         """Headline numbers for the report, as :func:`lineage_counts` gives them for a merged lineage."""
@@ -137,7 +144,31 @@ class EntityCollector:
 
     def records(self) -> Iterator[dict[str, Any]]:
         """Every record in delivery order: datasets each with its columns, then processes each with its
-        column lineage and executions (so an owner and its children travel in one body)."""
+        column lineage and executions (so an owner and its children travel in one body).
+
+        Each has an ``nbytes``: the length of its JSON as the executor wrote it (a bound of its size in a
+        body, see :func:`~atlas_bridge.atlas.convert.batches_from_records`).
+        """
+
+        yield from self._dataset_records()
+        table = self._ref_table()
+        for path in self._spill:
+            with open(path, encoding="utf-8") as fh:
+                for line in fh:
+                    meta, rels, attrs = line.rstrip("\n").split("\t", 2)
+                    tier, group, type_name, qn, nbytes, _count, _names = json.loads(meta)
+                    yield {
+                        "tier": tier,
+                        "group": group,
+                        "typeName": type_name,
+                        "qualifiedName": qn,
+                        "attributes": json.loads(attrs),
+                        "refs": table.refs_of(json.loads(rels)),
+                        "nbytes": nbytes,
+                    }
+
+    def _dataset_records(self) -> Iterator[dict[str, Any]]:
+        """The dataset tier's records in delivery order (each with ``nbytes``, see :meth:`records`)."""
         from atlas_bridge.atlas.convert import REL_COLUMNS, TYPE_COLUMN
 
         self.finish()
@@ -170,26 +201,114 @@ class EntityCollector:
                 nbytes = self._nbytes[key] = len(json.dumps(record, separators=(",", ":")))
             record["nbytes"] = nbytes
             yield record
+
+    def _entities(self, render: bool) -> Iterator[_Entity]:
+        """What :func:`~atlas_bridge.atlas.convert._cut` cuts: every entity with its size and the names of
+        its references; with ``render``, its ``attributes`` hold what :meth:`batches` renders it from."""
+        from atlas_bridge.atlas.convert import _ENTITY_BYTES, _REF_BYTES, _Entity, _Ref
+
+        for record in self._dataset_records():
+            names: dict[str, list[_Ref] | _Ref] = {k: [] for k in record["refs"]}
+            count = sum(1 if v and isinstance(v[0], str) else len(v) for v in record["refs"].values())
+            yield _Entity(
+                1,
+                record["group"],
+                record["typeName"],
+                record["qualifiedName"],
+                {"": record if render else None},
+                names,
+                record["nbytes"] + _ENTITY_BYTES + _REF_BYTES * count,
+            )
         for path in self._spill:
             with open(path, encoding="utf-8") as fh:
                 for line in fh:
-                    record = json.loads(line)
-                    record["nbytes"] = len(line)  # the text's size bounds the entity's (see convert)
-                    yield record
+                    meta, _, rest = line.partition("\t")
+                    tier, group, type_name, qn, nbytes, count, ref_names = json.loads(meta)
+                    names = {k: [] for k in ref_names}
+                    yield _Entity(
+                        tier,
+                        group,
+                        type_name,
+                        qn,
+                        {"": rest if render else None},
+                        names,
+                        nbytes + _ENTITY_BYTES + _REF_BYTES * count,
+                    )
+
+    def _ref_table(self) -> RefTable:
+        if self._refs is None:
+            from atlas_bridge.atlas.convert import _DATASET_TYPES, TYPE_COLUMN
+
+            self._refs = RefTable(_DATASET_TYPES | {TYPE_COLUMN}, _DATASET_TYPES)
+        return self._refs
+
+    def _spill_line(self, line: str) -> str:
+        """A process-tier record's spill line: what cutting needs (JSON), its references (JSON: numbers
+        for those to datasets and columns, see :class:`RefTable`), its attributes as sent (JSON); tabs
+        between (JSON text holds no raw tab).
+
+        ``line`` is the record's JSON as the executor wrote it; its length bounds the entity's size in a
+        body (see ``convert._stream_size``), so the cut does not depend on how the record is kept here.
+        """
+        rec = json.loads(line)
+        rels, count = self._ref_table().rels(rec["refs"])
+        meta = [
+            rec["tier"],
+            rec["group"],
+            rec["typeName"],
+            rec["qualifiedName"],
+            len(line) + 1,
+            count,
+            [r[0] for r in rels],
+        ]
+        return (
+            _ENCODER.encode(meta)
+            + "\t"
+            + _ENCODER.encode(rels)
+            + "\t"
+            + attributes_text(rec["attributes"])
+            + "\n"
+        )
 
     def dataset_types(self) -> dict[str, str]:
         """Final typeName of every dataset, by qualifiedName."""
         return {k[1]: v[0] for k, v in self._datasets.items() if not k[0]}
 
-    def batches(
-        self, max_entities: int, max_bytes: int | None = DEFAULT_MAX_BYTES
-    ) -> Iterator[dict[str, Any]]:
-        """The bulk bodies, one at a time (see :func:`atlas_bridge.atlas.convert.batches_from_records`)."""
-        from atlas_bridge.atlas.convert import batches_from_records
+    def batches(self, max_entities: int, max_bytes: int | None = DEFAULT_MAX_BYTES) -> Iterator[EncodedBatch]:
+        """The bulk bodies, one at a time, as JSON text: each is, byte for byte, the JSON (as the Atlas
+        client encodes a body) of what :func:`atlas_bridge.atlas.convert.batches_from_records` renders from
+        :meth:`records`."""
+        from atlas_bridge.atlas.convert import _cut, _stream_size
 
-        return batches_from_records(
-            self.records(), dataset_types=self.dataset_types(), max_entities=max_entities, max_bytes=max_bytes
-        )
+        if max_entities < 1:
+            msg = f"max_entities must be at least 1, not {max_entities}"
+            raise ValueError(msg)
+        table = self._ref_table()
+        table.finalize(self.dataset_types())
+        size = _stream_size if max_bytes is not None else None
+        counter = 0
+        for chunk in _cut(self._entities(True), max_entities, size, max_bytes):
+            local: dict[tuple[str, str], str] = {}
+            for e in chunk:
+                counter += 1
+                local.setdefault(e.key, f"-{counter}")
+            texts: list[str] = []
+            names: list[tuple[str, str, str]] = []
+            for e in chunk:
+                guid = local[e.key]
+                payload = e.attributes[""]
+                if isinstance(payload, str):  # a spill line's references and attributes
+                    rels_text, _, attrs = payload.rstrip("\n").partition("\t")
+                    rels = json.loads(rels_text)
+                else:  # a dataset record
+                    rels, _ = table.rels(payload["refs"])
+                    attrs = attributes_text(payload["attributes"])
+                texts.append(table.entity_text(e.type_name, guid, attrs, rels, e.refs, local))
+                names.append((guid, e.type_name, e.qualified_name))
+            yield EncodedBatch(body_text(texts), names)
+
+
+_ENCODER = json.JSONEncoder(separators=(",", ":"))
 
 
 def distinct_relations(parts: Iterable[Lineage], *, strip_spans: bool = False) -> Iterator[Lineage]:

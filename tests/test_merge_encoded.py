@@ -1,0 +1,135 @@
+"""The scan's bodies, joined as JSON text on the driver, are byte for byte those the dict rendering gave.
+
+The reference is built here independently of the collector's spill: the executors' records as they come
+(datasets merged by the collector's in-memory tier, process records straight from the executors' JSON,
+a process seen in an earlier unit skipped), rendered by ``convert.batches_from_records`` and encoded as
+the Atlas client encodes a body.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from atlas_bridge.atlas.convert import TYPE_PATH, TYPE_TABLE, batches_from_records
+from atlas_bridge.atlas.encoded import EncodedBatch, as_dict, encode_body
+from atlas_bridge.atlas.sink import dumps_batch
+from atlas_bridge.bridge.extract import extract_partition
+from atlas_bridge.bridge.inputs import discover_inputs, plan_units
+from atlas_bridge.bridge.merge import EntityCollector
+from atlas_bridge.bridge.schema import schema_index
+from atlas_bridge.bridge.types import ScanOptions
+
+COPIES = 2  # TPC-DS's 99 queries twice, as CTAS to distinct tables, plus one script repeated
+
+
+def _payloads(shared: Path, tmp: Path) -> list[dict[str, Any]]:
+    """What the driver receives for a TPC-DS CTAS estate (the executors' work done here)."""
+    text = (shared / "bench" / "tpcds_queries.jsonl").read_text(encoding="utf-8")
+    queries = [json.loads(x) for x in text.splitlines() if x]
+    corpus = tmp / "corpus"
+    corpus.mkdir()
+    for copy in range(COPIES):
+        parts = [
+            f"CREATE TABLE bench.{q['id'][6:]}_c{copy} AS\n{q['sql'].strip().rstrip(';')};\n" for q in queries
+        ]
+        (corpus / f"script_{copy}.sql").write_text("\n".join(parts), encoding="utf-8")
+    again = (corpus / "script_0.sql").read_text(encoding="utf-8")
+    (corpus / "script_9.sql").write_text(again, encoding="utf-8")
+    schema = json.loads((shared / "bench" / "tpc-ds.schema.json").read_text())
+    options = ScanOptions(dialect="spark", schema=schema)
+    files, _ = discover_inputs([corpus])
+    index = schema_index([], schema, None, [])
+    units = plan_units(files, options, ship_content=False)
+    return [json.loads(p) for tag, p in extract_partition(units, options, "bench", index) if tag == "unit"]
+
+
+def _with_a_path(payloads: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One more unit that sees a table read by many processes as a path: the merge makes it a path (the
+    more specific type), so references written as a table take the path type and sort differently."""
+    counts: dict[str, int] = {}
+    for p in payloads:
+        for _, line in p["process_lines"]:
+            rec = json.loads(line)
+            if rec["typeName"] == "atlas_bridge_process":
+                inputs = rec["refs"].get("inputs", [])
+                if len(inputs) > 1:
+                    counts[inputs[-1][1]] = counts.get(inputs[-1][1], 0) + 1
+    qn = max(sorted(counts), key=counts.__getitem__)
+    record = {
+        "tier": 1,
+        "group": qn,
+        "typeName": TYPE_PATH,
+        "qualifiedName": qn,
+        "attributes": {"qualifiedName": qn, "name": "seen as a path"},
+        "refs": {},
+    }
+    return [*payloads, {"datasets": [record], "process_lines": [], "unused": []}]
+
+
+def _reference_records(
+    collector: EntityCollector, payloads: list[dict[str, Any]]
+) -> Iterator[dict[str, Any]]:
+    yield from collector._dataset_records()
+    seen: set[str] = set()
+    for p in payloads:
+        groups = {g for g, _ in p["process_lines"]}
+        for group, line in p["process_lines"]:
+            if group not in seen:
+                rec = json.loads(line)
+                rec["nbytes"] = len(line) + 1  # as the old spill gave it: the line read back with its newline
+                yield rec
+        seen |= groups
+
+
+@pytest.fixture(scope="module")
+def estate(shared_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> list[dict[str, Any]]:
+    return _with_a_path(_payloads(shared_dir, tmp_path_factory.mktemp("estate")))
+
+
+@pytest.mark.parametrize(
+    ("max_entities", "max_bytes"),
+    [(1000, 4_000_000), (500, None), (7, 6_000), (40, 30_000), (1, None)],
+)
+def test_encoded_bodies_are_the_rendered_ones_byte_for_byte(
+    estate: list[dict[str, Any]], tmp_path: Path, max_entities: int, max_bytes: int | None
+) -> None:
+    collector = EntityCollector(tmp_path / "spill")
+    for p in estate:
+        collector.add(json.loads(json.dumps(p)))
+    collector.finish()
+    types = collector.dataset_types()
+    assert TYPE_PATH in types.values()
+    assert TYPE_TABLE in types.values()
+    expected = [
+        json.dumps(b, separators=(",", ":")).encode("utf-8")
+        for b in batches_from_records(
+            _reference_records(collector, estate),
+            dataset_types=types,
+            max_entities=max_entities,
+            max_bytes=max_bytes,
+        )
+    ]
+    got = list(collector.batches(max_entities, max_bytes))
+    assert all(isinstance(b, EncodedBatch) for b in got)
+    assert [encode_body(b) for b in got] == expected
+    assert collector.batch_count(max_entities, max_bytes) == len(expected)
+    assert len(expected) > (1 if max_entities >= 500 else 100)
+    # The records the collector gives back render the same bodies (the spill keeps every reference).
+    again = batches_from_records(
+        collector.records(), dataset_types=types, max_entities=max_entities, max_bytes=max_bytes
+    )
+    assert [json.dumps(b, separators=(",", ":")).encode("utf-8") for b in again] == expected
+    # Decoded, a body is the rendered dict: what a file sink writes, what the resume state hashes.
+    first = json.loads(expected[0])
+    assert got[0] == first
+    assert as_dict(got[0]) == first
+    assert dumps_batch(got[0]) == dumps_batch(first)
+    assert got[0].entity_count == len(first["entities"])
+    assert [(g, t, q) for g, t, q in got[0].names] == [
+        (e["guid"], e["typeName"], e["attributes"]["qualifiedName"]) for e in first["entities"]
+    ]
