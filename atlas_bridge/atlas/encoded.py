@@ -14,10 +14,12 @@ when something needs it as data.
 from __future__ import annotations
 
 import json
+import operator
 from collections.abc import Iterator, Mapping
-from json.encoder import encode_basestring_ascii  # type: ignore[attr-defined]
+from json.encoder import c_make_encoder, encode_basestring_ascii  # type: ignore[attr-defined]
 from typing import Any
 
+_first = operator.itemgetter(0)
 _quote = encode_basestring_ascii  # the C encoder ``json.dumps`` uses for strings (ASCII-only output)
 
 
@@ -83,12 +85,28 @@ def encode_body(body: Mapping[str, Any]) -> bytes:
     return json.dumps(as_dict(body), separators=(",", ":")).encode("utf-8")
 
 
-_ENCODER = json.JSONEncoder(separators=(",", ":"))  # json.dumps(obj, separators=(",", ":")), built once
+# json.dumps(obj, separators=(",", ":")) and json.loads(text) of the C modules, built once: most of the
+# driver's JSON is small pieces, where building an encoder per call cost more than encoding.
+_encode = c_make_encoder(None, None, _quote, None, ":", ",", False, False, True)
+_scan = json.JSONDecoder().scan_once
+
+
+def dumps(obj: Any) -> str:
+    """``json.dumps(obj, separators=(",", ":"))`` of JSON data (dicts, lists, strings, numbers)."""
+    return "".join(_encode(obj, 0))
+
+
+def loads(text: str) -> Any:
+    """``json.loads`` of a text that starts with its value (no leading white space)."""
+    try:
+        return _scan(text, 0)[0]
+    except StopIteration:
+        return json.loads(text)  # raises the usual JSONDecodeError
 
 
 def attributes_text(attributes: Mapping[str, Any]) -> str:
     """An entity's ``attributes`` as they appear in a body (sorted, as ``convert._render`` orders them)."""
-    return _ENCODER.encode(dict(sorted(attributes.items())))
+    return dumps(dict(sorted(attributes.items())))
 
 
 def _ref_text(type_name: str, qualified_name: str, relationship_type: str) -> str:
@@ -165,12 +183,16 @@ class RefTable:
         out: list[Any] = []
         count = 0
         interned_types = self.interned_types
+        get = self.ids.get
         for name, value in sorted(refs.items()):
             is_list = not (value and isinstance(value[0], str))
             items = value if is_list else [value]
             count += len(items)
-            if all(r[0] in interned_types for r in items):
-                out.append([name, int(is_list), 1, [self.intern(r) for r in items]])
+            if interned_types.issuperset(map(_first, items)):
+                nums = list(map(get, map(tuple, items)))  # C loops: these are most of a scan's references
+                if None in nums:
+                    nums = [self.intern(r) for r in items]
+                out.append([name, int(is_list), 1, nums])
             else:
                 out.append([name, int(is_list), 0, items])
         return out, count
@@ -191,10 +213,12 @@ class RefTable:
         rels: list[Any],
         names: Mapping[str, Any],
         local: Mapping[tuple[str, str], str],
+        local_datasets: bool = True,
     ) -> str:
         """An entity's JSON in a body, as ``json.dumps(convert._render(...), separators=(",", ":"))``:
         ``rels`` from :meth:`rels`, only those in ``names``; ``local`` gives the guids of the entities in
-        the same body (a reference to one of them carries its guid)."""
+        the same body (a reference to one of them carries its guid); ``local_datasets`` False says none of
+        them is a dataset or column."""
         parts = ['{"typeName":', _quote(type_name), ',"guid":"', guid, '","attributes":', attrs]
         sep = ',"relationshipAttributes":{'
         for name, is_list, interned, items in rels:
@@ -206,8 +230,14 @@ class RefTable:
             parts.append(":[" if is_list else ":")
             texts: list[str] = []
             if interned:
+                order = sorted(set(map(self.canon.__getitem__, items)), key=self.sort_keys.__getitem__)
+                if not local_datasets:  # no dataset or column in this body: none of these has a guid here
+                    parts.append(",".join(map(self.closed.__getitem__, order)))
+                    if is_list:
+                        parts.append("]")
+                    continue
                 keys, opened, closed = self.keys, self.opened, self.closed
-                for i in sorted(set(map(self.canon.__getitem__, items)), key=self.sort_keys.__getitem__):
+                for i in order:
                     g = local.get(keys[i])
                     texts.append(closed[i] if g is None else opened[i] + ',"guid":"' + g + '"}')
             else:

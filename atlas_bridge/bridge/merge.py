@@ -9,7 +9,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from atlas_bridge.atlas.encoded import EncodedBatch, RefTable, attributes_text, body_text
+from atlas_bridge.atlas.encoded import EncodedBatch, RefTable, attributes_text, body_text, dumps, loads
 from atlas_bridge.atlas.limits import DEFAULT_MAX_BYTES
 from atlas_bridge.model import Lineage, Relation
 
@@ -156,7 +156,7 @@ class EntityCollector:
             with open(path, encoding="utf-8") as fh:
                 for line in fh:
                     meta, rels, attrs = line.rstrip("\n").split("\t", 2)
-                    tier, group, type_name, qn, nbytes, _count, _names = json.loads(meta)
+                    tier, group, type_name, qn, nbytes, _count, _names = loads(meta)
                     yield {
                         "tier": tier,
                         "group": group,
@@ -198,7 +198,7 @@ class EntityCollector:
             }
             nbytes = self._nbytes.get(key)
             if nbytes is None:  # once per dataset: each later pass (count, then send) reuses it
-                nbytes = self._nbytes[key] = len(json.dumps(record, separators=(",", ":")))
+                nbytes = self._nbytes[key] = len(dumps(record))
             record["nbytes"] = nbytes
             yield record
 
@@ -223,7 +223,7 @@ class EntityCollector:
             with open(path, encoding="utf-8") as fh:
                 for line in fh:
                     meta, _, rest = line.partition("\t")
-                    tier, group, type_name, qn, nbytes, count, ref_names = json.loads(meta)
+                    tier, group, type_name, qn, nbytes, count, ref_names = loads(meta)
                     names = {k: [] for k in ref_names}
                     yield _Entity(
                         tier,
@@ -250,7 +250,7 @@ class EntityCollector:
         ``line`` is the record's JSON as the executor wrote it; its length bounds the entity's size in a
         body (see ``convert._stream_size``), so the cut does not depend on how the record is kept here.
         """
-        rec = json.loads(line)
+        rec = loads(line)
         rels, count = self._ref_table().rels(rec["refs"])
         meta = [
             rec["tier"],
@@ -261,14 +261,7 @@ class EntityCollector:
             count,
             [r[0] for r in rels],
         ]
-        return (
-            _ENCODER.encode(meta)
-            + "\t"
-            + _ENCODER.encode(rels)
-            + "\t"
-            + attributes_text(rec["attributes"])
-            + "\n"
-        )
+        return dumps(meta) + "\t" + dumps(rels) + "\t" + attributes_text(rec["attributes"]) + "\n"
 
     def dataset_types(self) -> dict[str, str]:
         """Final typeName of every dataset, by qualifiedName."""
@@ -292,6 +285,7 @@ class EntityCollector:
             for e in chunk:
                 counter += 1
                 local.setdefault(e.key, f"-{counter}")
+            local_datasets = chunk[0].tier == 1  # the dataset tier comes first
             texts: list[str] = []
             names: list[tuple[str, str, str]] = []
             for e in chunk:
@@ -299,16 +293,13 @@ class EntityCollector:
                 payload = e.attributes[""]
                 if isinstance(payload, str):  # a spill line's references and attributes
                     rels_text, _, attrs = payload.rstrip("\n").partition("\t")
-                    rels = json.loads(rels_text)
+                    rels = loads(rels_text)
                 else:  # a dataset record
                     rels, _ = table.rels(payload["refs"])
                     attrs = attributes_text(payload["attributes"])
-                texts.append(table.entity_text(e.type_name, guid, attrs, rels, e.refs, local))
+                texts.append(table.entity_text(e.type_name, guid, attrs, rels, e.refs, local, local_datasets))
                 names.append((guid, e.type_name, e.qualified_name))
             yield EncodedBatch(body_text(texts), names)
-
-
-_ENCODER = json.JSONEncoder(separators=(",", ":"))
 
 
 def distinct_relations(parts: Iterable[Lineage], *, strip_spans: bool = False) -> Iterator[Lineage]:
