@@ -88,7 +88,7 @@ def encode_body(body: Mapping[str, Any]) -> bytes:
 # json.dumps(obj, separators=(",", ":")) and json.loads(text) of the C modules, built once: most of the
 # driver's JSON is small pieces, where building an encoder per call cost more than encoding.
 _encode = c_make_encoder(None, None, _quote, None, ":", ",", False, False, True)
-_scan = json.JSONDecoder().scan_once
+_scan = json.JSONDecoder().scan_once  # type: ignore[attr-defined]
 
 
 def dumps(obj: Any) -> str:
