@@ -21,6 +21,7 @@ from typing import Any
 
 _first = operator.itemgetter(0)
 _quote = encode_basestring_ascii  # the C encoder ``json.dumps`` uses for strings (ASCII-only output)
+quote = _quote
 
 
 class EncodedBatch(Mapping[str, Any]):
@@ -256,6 +257,9 @@ class RefTable:
             parts.append("}")
         parts.append("}")
         return "".join(parts)
+
+
+ref_text = _ref_text
 
 
 def body_text(entities: list[str]) -> str:

@@ -2,19 +2,19 @@
 
 from __future__ import annotations
 
-import io
 import json
+import logging
 import os
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from atlas_bridge.atlas.encoded import EncodedBatch, RefTable, attributes_text, body_text, dumps, loads
+from atlas_bridge.atlas.encoded import EncodedBatch, RefTable, body_text, dumps, loads
 from atlas_bridge.atlas.limits import DEFAULT_MAX_BYTES
+from atlas_bridge.bridge.bodies import CHILD_ARRAYS, Group, GroupText, cut_groups, record_size, render_records
 from atlas_bridge.model import Lineage, Relation
 
-if TYPE_CHECKING:
-    from atlas_bridge.atlas.convert import _Entity
+logger = logging.getLogger(__name__)
 
 
 class EntityCollector:
@@ -38,13 +38,23 @@ class EntityCollector:
         self._loose_relations: set[str] = set()
         self._groups: set[str] = set()
         self._defined: set[str] = set()  # datasets some unit defines (CTAS, view): they list their columns
-        # One spill file: a unit's records come sorted, each process followed by what it owns.
-        self._spill = [self._dir / "processes.jsonl"]
-        self._fhs: list[io.TextIOWrapper] | None = [open(p, "w", encoding="utf-8") for p in self._spill]  # noqa: SIM115
+        # The process tier on disk, group by group (see atlas_bridge.bridge.bodies): a unit's records come
+        # sorted, each process followed by what it owns.
+        self._meta_path = self._dir / "meta.jsonl"
+        self._text_path = self._dir / "text.jsonl"
+        self._records_path = self._dir / "records.jsonl"
+        self._fhs: list[Any] | None = [
+            open(self._meta_path, "w", encoding="utf-8"),  # noqa: SIM115
+            open(self._text_path, "w", encoding="utf-8"),  # noqa: SIM115
+            open(self._records_path, "wb"),  # noqa: SIM115
+        ]
+        self._offset = 0  # bytes written to the records file
         self._spilled = 0
+        self._group_text: GroupText | None = None
+        self._dataset_groups: list[Group] | None = None
         self._dataset_order: list[tuple[bool, str]] | None = None
         self._nbytes: dict[tuple[bool, str], int] = {}  # JSON size of each dataset record, once computed
-        self._refs: RefTable | None = None  # references to the dataset tier, numbered (see _spill_line)
+        self._refs: RefTable | None = None  # references to the dataset tier, numbered (bodies with datasets)
 
     def add(self, records: Mapping[str, Any]) -> None:
         """Fold one unit's records (see :func:`extract_partition`)."""
@@ -77,12 +87,19 @@ class EntityCollector:
         groups = {group for group, _ in lines}
         seen = groups & self._groups
         self._groups |= groups
-        fh = self._fhs[0]
+        run: list[dict[str, Any]] = []
+        texts: list[str] = []
         for group, line in lines:
             if group in seen:
                 continue
-            fh.write(self._spill_line(line))
-            self._spilled += 1
+            rec = loads(line)
+            if run and (rec["tier"], rec["group"]) != (run[0]["tier"], run[0]["group"]):
+                self._spill_group(run, texts)
+                run, texts = [], []
+            run.append(rec)
+            texts.append(line)
+        if run:
+            self._spill_group(run, texts)
         for ds_id, kind in records.get("kinds", {}).items():
             old_kind = self._kinds.get(ds_id)
             if old_kind is None or (kind == "view" and old_kind != "view"):
@@ -119,13 +136,11 @@ class EntityCollector:
 
     def batch_count(self, max_entities: int, max_bytes: int | None = DEFAULT_MAX_BYTES) -> int:
         """Bodies :meth:`batches` will give (cut without splitting an owner from its children)."""
-        from atlas_bridge.atlas.convert import _cut, _stream_size
-
         if max_entities < 1:
             msg = f"max_entities must be at least 1, not {max_entities}"
             raise ValueError(msg)
-        size = _stream_size if max_bytes is not None else None
-        return sum(1 for _ in _cut(self._entities(False), max_entities, size, max_bytes))
+        self.finish()
+        return sum(1 for _ in cut_groups(self._all_groups(False), max_entities, max_bytes))
 
     def counts(self) -> dict[str, int]:
         """Headline numbers for the report, as :func:`lineage_counts` gives them for a merged lineage."""
@@ -151,21 +166,11 @@ class EntityCollector:
         """
 
         yield from self._dataset_records()
-        table = self._ref_table()
-        for path in self._spill:
-            with open(path, encoding="utf-8") as fh:
-                for line in fh:
-                    meta, rels, attrs = line.rstrip("\n").split("\t", 2)
-                    tier, group, type_name, qn, nbytes, _count, _names = loads(meta)
-                    yield {
-                        "tier": tier,
-                        "group": group,
-                        "typeName": type_name,
-                        "qualifiedName": qn,
-                        "attributes": json.loads(attrs),
-                        "refs": table.refs_of(json.loads(rels)),
-                        "nbytes": nbytes,
-                    }
+        with open(self._records_path, encoding="utf-8") as fh:
+            for line in fh:
+                record = loads(line)
+                record["nbytes"] = len(line)  # the text's size bounds the entity's (see convert)
+                yield record
 
     def _dataset_records(self) -> Iterator[dict[str, Any]]:
         """The dataset tier's records in delivery order (each with ``nbytes``, see :meth:`records`)."""
@@ -202,39 +207,6 @@ class EntityCollector:
             record["nbytes"] = nbytes
             yield record
 
-    def _entities(self, render: bool) -> Iterator[_Entity]:
-        """What :func:`~atlas_bridge.atlas.convert._cut` cuts: every entity with its size and the names of
-        its references; with ``render``, its ``attributes`` hold what :meth:`batches` renders it from."""
-        from atlas_bridge.atlas.convert import _ENTITY_BYTES, _REF_BYTES, _Entity, _Ref
-
-        for record in self._dataset_records():
-            names: dict[str, list[_Ref] | _Ref] = {k: [] for k in record["refs"]}
-            count = sum(1 if v and isinstance(v[0], str) else len(v) for v in record["refs"].values())
-            yield _Entity(
-                1,
-                record["group"],
-                record["typeName"],
-                record["qualifiedName"],
-                {"": record if render else None},
-                names,
-                record["nbytes"] + _ENTITY_BYTES + _REF_BYTES * count,
-            )
-        for path in self._spill:
-            with open(path, encoding="utf-8") as fh:
-                for line in fh:
-                    meta, _, rest = line.partition("\t")
-                    tier, group, type_name, qn, nbytes, count, ref_names = loads(meta)
-                    names = {k: [] for k in ref_names}
-                    yield _Entity(
-                        tier,
-                        group,
-                        type_name,
-                        qn,
-                        {"": rest if render else None},
-                        names,
-                        nbytes + _ENTITY_BYTES + _REF_BYTES * count,
-                    )
-
     def _ref_table(self) -> RefTable:
         if self._refs is None:
             from atlas_bridge.atlas.convert import _DATASET_TYPES, TYPE_COLUMN
@@ -242,26 +214,50 @@ class EntityCollector:
             self._refs = RefTable(_DATASET_TYPES | {TYPE_COLUMN}, _DATASET_TYPES)
         return self._refs
 
-    def _spill_line(self, line: str) -> str:
-        """A process-tier record's spill line: what cutting needs (JSON), its references (JSON: numbers
-        for those to datasets and columns, see :class:`RefTable`), its attributes as sent (JSON); tabs
-        between (JSON text holds no raw tab).
+    def _spill_group(self, records: list[dict[str, Any]], lines: list[str]) -> None:
+        """Write one process group: meta line, text line, the records as they came (see ``bodies``)."""
+        assert self._fhs is not None
+        if self._group_text is None:
+            from atlas_bridge.atlas.convert import _DATASET_TYPES, TYPE_COLUMN
 
-        ``line`` is the record's JSON as the executor wrote it; its length bounds the entity's size in a
-        body (see ``convert._stream_size``), so the cut does not depend on how the record is kept here.
-        """
-        rec = loads(line)
-        rels, count = self._ref_table().rels(rec["refs"])
-        meta = [
-            rec["tier"],
-            rec["group"],
-            rec["typeName"],
-            rec["qualifiedName"],
-            len(line) + 1,
-            count,
-            [r[0] for r in rels],
-        ]
-        return dumps(meta) + "\t" + dumps(rels) + "\t" + attributes_text(rec["attributes"]) + "\n"
+            self._group_text = GroupText(_DATASET_TYPES | {TYPE_COLUMN}, _DATASET_TYPES)
+        meta, text, raw = self._fhs
+        data = ("\n".join(lines) + "\n").encode("utf-8")
+        owner = records[0]
+        split = owner["qualifiedName"] == owner["group"] and any(k in owner["refs"] for k in CHILD_ARRAYS)
+        sizes = [record_size(r, len(line) + 1) for r, line in zip(records, lines, strict=True)]
+        meta.write(dumps([owner["tier"], owner["group"], sizes, int(split), self._offset, len(data)]) + "\n")
+        text.write(self._group_text.line(records) + "\n")
+        raw.write(data)
+        self._offset += len(data)
+        self._spilled += len(records)
+
+    def _groups_of_datasets(self) -> list[Group]:
+        """The dataset tier as groups (a dataset and its columns), made once (types are final then)."""
+        if self._dataset_groups is None:
+            groups: list[Group] = []
+            for record in self._dataset_records():
+                size = record_size(record, record["nbytes"])
+                last = groups[-1] if groups else None
+                if last is not None and last.group == record["group"]:
+                    last.sizes.append(size)
+                    last.data.append(record)
+                    continue
+                owner = record["qualifiedName"] == record["group"]
+                split = owner and any(k in record["refs"] for k in CHILD_ARRAYS)
+                groups.append(Group(1, record["group"], [size], split, [record]))
+            self._dataset_groups = groups
+        return self._dataset_groups
+
+    def _all_groups(self, render: bool) -> Iterator[Group]:
+        """Every group in delivery order; with ``render``, a process group's ``data`` is its text line and
+        where its records are."""
+        yield from self._groups_of_datasets()
+        with open(self._meta_path, encoding="utf-8") as meta, open(self._text_path, encoding="utf-8") as text:
+            for line in meta:
+                tier, group, sizes, split, offset, length = loads(line)
+                data = (text.readline(), offset, length) if render else None
+                yield Group(tier, group, sizes, bool(split), data)
 
     def dataset_types(self) -> dict[str, str]:
         """Final typeName of every dataset, by qualifiedName."""
@@ -271,35 +267,61 @@ class EntityCollector:
         """The bulk bodies, one at a time, as JSON text: each is, byte for byte, the JSON (as the Atlas
         client encodes a body) of what :func:`atlas_bridge.atlas.convert.batches_from_records` renders from
         :meth:`records`."""
-        from atlas_bridge.atlas.convert import _cut, _stream_size
-
         if max_entities < 1:
             msg = f"max_entities must be at least 1, not {max_entities}"
             raise ValueError(msg)
+        self.finish()
+        types = self.dataset_types()
         table = self._ref_table()
-        table.finalize(self.dataset_types())
-        size = _stream_size if max_bytes is not None else None
+        table.finalize(types)
         counter = 0
-        for chunk in _cut(self._entities(True), max_entities, size, max_bytes):
-            local: dict[tuple[str, str], str] = {}
-            for e in chunk:
-                counter += 1
-                local.setdefault(e.key, f"-{counter}")
-            local_datasets = chunk[0].tier == 1  # the dataset tier comes first
-            texts: list[str] = []
-            names: list[tuple[str, str, str]] = []
-            for e in chunk:
-                guid = local[e.key]
-                payload = e.attributes[""]
-                if isinstance(payload, str):  # a spill line's references and attributes
-                    rels_text, _, attrs = payload.rstrip("\n").partition("\t")
-                    rels = loads(rels_text)
-                else:  # a dataset record
-                    rels, _ = table.rels(payload["refs"])
-                    attrs = attributes_text(payload["attributes"])
-                texts.append(table.entity_text(e.type_name, guid, attrs, rels, e.refs, local, local_datasets))
-                names.append((guid, e.type_name, e.qualified_name))
-            yield EncodedBatch(body_text(texts), names)
+        with open(self._records_path, "rb") as raw:
+
+            def records_of(g: Group) -> list[dict[str, Any]]:
+                if g.tier == 1:
+                    return list(g.data)
+                _, offset, length = g.data
+                raw.seek(offset)
+                return [loads(x) for x in raw.read(length).decode("utf-8").split("\n") if x]
+
+            for chunk in cut_groups(self._all_groups(True), max_entities, max_bytes):
+                lines = [loads(g.data[0].partition("\t")[0]) if g.tier != 1 else None for g, _, _ in chunk]
+                fast = all(
+                    j == -1 and info is not None and info[0] and all(types.get(q, t) == t for t, q in info[1])
+                    for (_, j, _), info in zip(chunk, lines, strict=True)
+                )
+                texts: list[str] = []
+                names: list[tuple[str, str, str]] = []
+                if fast:  # each group whole, no dataset in the body: its text with the guids filled in
+                    for (g, _, _), info in zip(chunk, lines, strict=True):
+                        assert info is not None
+                        _, _, entity_names, holes = info
+                        base = counter + 1
+                        texts.append(
+                            g.data[0].partition("\t")[2].rstrip("\n") % tuple([base + j for j in holes])
+                        )
+                        names.extend((f"-{base + j}", t, q) for j, (t, q) in enumerate(entity_names))
+                        counter += len(entity_names)
+                else:
+                    items: list[tuple[dict[str, Any], bool]] = []
+                    loaded: dict[int, list[dict[str, Any]]] = {}
+                    for g, j, first in chunk:
+                        recs = loaded.get(id(g))
+                        if recs is None:
+                            recs = loaded[id(g)] = records_of(g)
+                        if j == -1:
+                            items.extend((r, False) for r in recs)
+                        else:
+                            if max_bytes is not None and g.sizes[j] > max_bytes:
+                                logger.warning(
+                                    "entity %s alone is %d bytes, over max_bytes=%d",
+                                    recs[j]["qualifiedName"],
+                                    g.sizes[j],
+                                    max_bytes,
+                                )
+                            items.append((recs[j], first))
+                    texts, names, counter = render_records(items, counter, table)
+                yield EncodedBatch(body_text(texts), names)
 
 
 def distinct_relations(parts: Iterable[Lineage], *, strip_spans: bool = False) -> Iterator[Lineage]:

@@ -1,0 +1,191 @@
+"""Stage 3-4 (driver): the process tier kept on disk group by group, cut into bodies joined as JSON text.
+
+A process and what it owns (its column lineage, executions) is one *group*: it travels in one body unless
+it is too big for one. Each group is spilled once as
+
+* a meta line (``meta.jsonl``): what cutting needs, the sizes of its entities;
+* a text line (``text.jsonl``): the group's entities as one JSON text with ``%d`` where a placeholder guid
+  goes, valid whenever the group is whole in a body without datasets (nearly always), and its entities'
+  names;
+* the executor's records as they came (``records.jsonl``, read back by offset only for a body that needs
+  them: one holding datasets, part of a split group, or a dataset whose type the merge changed).
+
+So counting the bodies reads the small meta lines, and a body is, per group, one ``%`` formatting. Every
+body is byte for byte the JSON of what :func:`atlas_bridge.atlas.convert.batches_from_records` renders.
+"""
+
+from __future__ import annotations
+
+import logging
+import operator
+from collections.abc import Iterable, Iterator, Mapping
+from typing import Any
+
+from atlas_bridge.atlas.encoded import RefTable, attributes_text, dumps, quote, ref_text
+
+logger = logging.getLogger(__name__)
+_first = operator.itemgetter(0)
+
+ENTITY_BYTES = 96  # as convert._ENTITY_BYTES / _REF_BYTES: the size bound of an entity in a body
+REF_BYTES = 96
+CHILD_ARRAYS = ("columnLineages", "columns")  # as convert._CHILD_ARRAYS
+
+
+class Group:
+    """One owner and its children, as cutting sees them; ``data`` is what renders them."""
+
+    __slots__ = ("data", "group", "sizes", "split", "tier")
+
+    def __init__(self, tier: int, group: str, sizes: list[int], split: bool, data: Any) -> None:
+        self.tier = tier
+        self.group = group
+        self.sizes = sizes
+        self.split = split
+        """Its owner lists its children (sent first without that array when the group is cut)."""
+        self.data = data
+
+
+Item = tuple[Group, int, bool]
+"""In a body: a whole group (index -1), or one entity of a cut group (index, and whether it is the owner's
+first copy, without its child arrays)."""
+
+
+def cut_groups(groups: Iterable[Group], max_entities: int, max_bytes: int | None) -> Iterator[list[Item]]:
+    """Bodies as :func:`atlas_bridge.atlas.convert._cut` cuts the same entities (decision for decision)."""
+    chunk: list[Item] = []
+    count = used = 0
+    for g in groups:
+        n = len(g.sizes)
+        total = sum(g.sizes) if max_bytes is not None else 0
+        if count and not (count + n <= max_entities and (max_bytes is None or used + total <= max_bytes)):
+            yield chunk
+            chunk, count, used = [], 0, 0
+        if count + n <= max_entities and (max_bytes is None or used + total <= max_bytes):
+            chunk.append((g, -1, False))
+            count += n
+            used += total
+            continue
+        seq = [(j, False) for j in range(n)]
+        if g.split:
+            seq = [(0, True), *seq[1:], (0, False)]
+        for j, first in seq:
+            size = g.sizes[j] if max_bytes is not None else 0
+            if count and not (count + 1 <= max_entities and (max_bytes is None or used + size <= max_bytes)):
+                yield chunk
+                chunk, count, used = [], 0, 0
+            chunk.append((g, j, first))
+            count += 1
+            used += size
+    if chunk:
+        yield chunk
+
+
+def record_size(record: Mapping[str, Any], text_length: int) -> int:
+    """The size bound of a record's entity in a body, from the length of its JSON (``convert._stream_size``
+    of the entity ``convert._entity_of`` makes)."""
+    count = sum(1 if v and isinstance(v[0], str) else len(v) for v in record["refs"].values())
+    return text_length + ENTITY_BYTES + REF_BYTES * count
+
+
+class GroupText:
+    """Builds a process group's text line: its entities' JSON with ``%d`` for each placeholder guid.
+
+    References to datasets and columns never carry a guid in such a body (none is in it), and their text
+    is the same in every group: it is made once per reference. A reference to an entity of the group
+    carries that entity's guid; one to any other entity makes the text unusable (the group is then always
+    rendered from its records).
+    """
+
+    def __init__(self, dataset_tier_types: frozenset[str], dataset_types: frozenset[str]) -> None:
+        self.dataset_tier_types = dataset_tier_types
+        self.dataset_types = dataset_types
+        self._texts: dict[tuple[str, ...], str] = {}  # reference -> its JSON, "%" doubled
+
+    def _ref(self, key: tuple[str, ...]) -> str:
+        text = self._texts.get(key)
+        if text is None:
+            text = self._texts[key] = (ref_text(key[0], key[1], key[2]) + "}").replace("%", "%%")
+        return text
+
+    def line(self, records: list[dict[str, Any]]) -> str:
+        """``[usable, dataset references, names, holes]`` (JSON), a tab, the text."""
+        names = [[r["typeName"], r["qualifiedName"]] for r in records]
+        index: dict[tuple[str, str], int] = {}
+        for j, (t, q) in enumerate(names):
+            index.setdefault((t, q), j)
+        usable = len(index) == len(names)
+        holes: list[int] = []
+        dsrefs: list[list[str]] = []
+        tier_types, dataset_types = self.dataset_tier_types, self.dataset_types
+        texts = self._texts
+        own: dict[tuple[str, ...], str] = {}  # references within the group (each column lineage's process)
+        parts: list[str] = []
+        for j, rec in enumerate(records):
+            if j:
+                parts.append(",")
+            parts.append('{"typeName":')
+            parts.append(quote(rec["typeName"]))
+            parts.append(',"guid":"-%d","attributes":')
+            parts.append(attributes_text(rec["attributes"]).replace("%", "%%"))
+            holes.append(j)
+            sep = ',"relationshipAttributes":{'
+            for name, value in sorted(rec["refs"].items()):
+                is_list = not (value and isinstance(value[0], str))
+                uniq = sorted(set(map(tuple, value if is_list else [value])))
+                parts.append(sep)
+                sep = ","
+                parts.append(quote(name))
+                parts.append(":[" if is_list else ":")
+                kinds = set(map(_first, uniq))
+                if not dataset_types.isdisjoint(kinds):
+                    dsrefs.extend([k[0], k[1]] for k in uniq if k[0] in dataset_types)
+                if tier_types.issuperset(kinds):
+                    found = list(map(texts.get, uniq))
+                    parts.append(",".join(map(self._ref, uniq) if None in found else found))  # type: ignore[arg-type]
+                else:
+                    out: list[str] = []
+                    for k in uniq:
+                        if k[0] in tier_types:
+                            out.append(self._ref(k))
+                            continue
+                        at = index.get((k[0], k[1]))
+                        if at is None:
+                            usable = False
+                            continue
+                        text = own.get(k)
+                        if text is None:
+                            text = own[k] = ref_text(k[0], k[1], k[2]).replace("%", "%%") + ',"guid":"-%d"}'
+                        out.append(text)
+                        holes.append(at)
+                    parts.append(",".join(out))
+                if is_list:
+                    parts.append("]")
+            if sep == ",":
+                parts.append("}")
+            parts.append("}")
+        return dumps([int(usable), dsrefs, names, holes]) + "\t" + ("".join(parts) if usable else "")
+
+
+def render_records(
+    items: list[tuple[dict[str, Any], bool]], counter: int, table: RefTable
+) -> tuple[list[str], list[tuple[str, str, str]], int]:
+    """Entities' JSON from their records (``convert._render``'s rules), in a body of these entities only:
+    each item is a record and whether it is an owner's first copy (without its child arrays). Returns the
+    texts, the (guid, typeName, qualifiedName) of each, and the last placeholder number used."""
+    local: dict[tuple[str, str], str] = {}
+    for rec, _ in items:
+        counter += 1
+        local.setdefault((rec["typeName"], rec["qualifiedName"]), f"-{counter}")
+    local_datasets = any(rec["tier"] == 1 for rec, _ in items)
+    texts: list[str] = []
+    names: list[tuple[str, str, str]] = []
+    for rec, first in items:
+        key = (rec["typeName"], rec["qualifiedName"])
+        guid = local[key]
+        refs = rec["refs"]
+        wanted = {k: None for k in refs if not (first and k in CHILD_ARRAYS)}
+        rels, _ = table.rels(refs)
+        attrs = attributes_text(rec["attributes"])
+        texts.append(table.entity_text(key[0], guid, attrs, rels, wanted, local, local_datasets))
+        names.append((guid, key[0], key[1]))
+    return texts, names, counter
