@@ -21,7 +21,7 @@ import operator
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
-from atlas_bridge.atlas.encoded import RefTable, attributes_text, dumps, quote, ref_text
+from atlas_bridge.atlas.encoded import RefTable, attributes_text, dumps, loads, quote, ref_text
 
 logger = logging.getLogger(__name__)
 _first = operator.itemgetter(0)
@@ -164,6 +164,35 @@ class GroupText:
                 parts.append("}")
             parts.append("}")
         return dumps([int(usable), dsrefs, names, holes]) + "\t" + ("".join(parts) if usable else "")
+
+
+def process_groups(
+    lines: Iterable[tuple[str, str]] | Iterable[list[str]], texts: GroupText
+) -> list[list[Any]]:
+    """A unit's process tier as spill groups: ``[group, tier, sizes, split, text line, records]`` for each run
+    of records of one owner, ``records`` their JSON as given, one a line. Pure (the driver makes them from
+    the executors' ``process_lines``; executors could send them made)."""
+    out: list[list[Any]] = []
+    run: list[dict[str, Any]] = []
+    texts_of_run: list[str] = []
+
+    def flush() -> None:
+        owner = run[0]
+        split = owner["qualifiedName"] == owner["group"] and any(k in owner["refs"] for k in CHILD_ARRAYS)
+        sizes = [record_size(r, len(x) + 1) for r, x in zip(run, texts_of_run, strict=True)]
+        records = "\n".join(texts_of_run) + "\n"
+        out.append([owner["group"], owner["tier"], sizes, int(split), texts.line(run), records])
+
+    for _, line in lines:
+        rec = loads(line)
+        if run and (rec["tier"], rec["group"]) != (run[0]["tier"], run[0]["group"]):
+            flush()
+            run, texts_of_run = [], []
+        run.append(rec)
+        texts_of_run.append(line)
+    if run:
+        flush()
+    return out
 
 
 def render_records(

@@ -11,7 +11,15 @@ from typing import Any
 
 from atlas_bridge.atlas.encoded import EncodedBatch, RefTable, body_text, dumps, loads
 from atlas_bridge.atlas.limits import DEFAULT_MAX_BYTES
-from atlas_bridge.bridge.bodies import CHILD_ARRAYS, Group, GroupText, cut_groups, record_size, render_records
+from atlas_bridge.bridge.bodies import (
+    CHILD_ARRAYS,
+    Group,
+    GroupText,
+    cut_groups,
+    process_groups,
+    record_size,
+    render_records,
+)
 from atlas_bridge.model import Lineage, Relation
 
 logger = logging.getLogger(__name__)
@@ -77,29 +85,26 @@ class EntityCollector:
                 merged = {"typeName": old[0], "attributes": old[2]}
                 merge_entity_record(merged, rec)
                 old[0] = merged["typeName"]
-        # Process-tier records come as spill lines already (executors serialise them), or as records.
-        lines = records.get("process_lines")
-        if lines is None:
-            lines = [
-                [rec["group"], json.dumps(rec, separators=(",", ":"), ensure_ascii=False)]
-                for rec in records["processes"]
-            ]
-        groups = {group for group, _ in lines}
-        seen = groups & self._groups
+        # Process-tier records come as spill groups (made where they were converted), as the records' JSON
+        # (executors serialise them), or as records.
+        entries = records.get("process_groups")
+        if entries is not None:
+            groups = {e[0] for e in entries}
+            seen = groups & self._groups
+        else:
+            lines = records.get("process_lines")
+            if lines is None:
+                lines = [
+                    [rec["group"], json.dumps(rec, separators=(",", ":"), ensure_ascii=False)]
+                    for rec in records["processes"]
+                ]
+            groups = {group for group, _ in lines}
+            seen = groups & self._groups
+            entries = process_groups([x for x in lines if x[0] not in seen], self._texts())
         self._groups |= groups
-        run: list[dict[str, Any]] = []
-        texts: list[str] = []
-        for group, line in lines:
-            if group in seen:
-                continue
-            rec = loads(line)
-            if run and (rec["tier"], rec["group"]) != (run[0]["tier"], run[0]["group"]):
-                self._spill_group(run, texts)
-                run, texts = [], []
-            run.append(rec)
-            texts.append(line)
-        if run:
-            self._spill_group(run, texts)
+        for entry in entries:
+            if entry[0] not in seen:
+                self._spill_group(entry)
         for ds_id, kind in records.get("kinds", {}).items():
             old_kind = self._kinds.get(ds_id)
             if old_kind is None or (kind == "view" and old_kind != "view"):
@@ -214,23 +219,24 @@ class EntityCollector:
             self._refs = RefTable(_DATASET_TYPES | {TYPE_COLUMN}, _DATASET_TYPES)
         return self._refs
 
-    def _spill_group(self, records: list[dict[str, Any]], lines: list[str]) -> None:
-        """Write one process group: meta line, text line, the records as they came (see ``bodies``)."""
-        assert self._fhs is not None
+    def _texts(self) -> GroupText:
         if self._group_text is None:
             from atlas_bridge.atlas.convert import _DATASET_TYPES, TYPE_COLUMN
 
             self._group_text = GroupText(_DATASET_TYPES | {TYPE_COLUMN}, _DATASET_TYPES)
+        return self._group_text
+
+    def _spill_group(self, entry: list[Any]) -> None:
+        """Write one process group (see :func:`process_groups`): meta line, text line, its records."""
+        assert self._fhs is not None
+        group, tier, sizes, split, text_line, records = entry
         meta, text, raw = self._fhs
-        data = ("\n".join(lines) + "\n").encode("utf-8")
-        owner = records[0]
-        split = owner["qualifiedName"] == owner["group"] and any(k in owner["refs"] for k in CHILD_ARRAYS)
-        sizes = [record_size(r, len(line) + 1) for r, line in zip(records, lines, strict=True)]
-        meta.write(dumps([owner["tier"], owner["group"], sizes, int(split), self._offset, len(data)]) + "\n")
-        text.write(self._group_text.line(records) + "\n")
+        data = records.encode("utf-8")
+        meta.write(dumps([tier, group, sizes, split, self._offset, len(data)]) + "\n")
+        text.write(text_line + "\n")
         raw.write(data)
         self._offset += len(data)
-        self._spilled += len(records)
+        self._spilled += len(sizes)
 
     def _groups_of_datasets(self) -> list[Group]:
         """The dataset tier as groups (a dataset and its columns), made once (types are final then)."""
