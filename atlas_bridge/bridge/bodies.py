@@ -25,6 +25,8 @@ from atlas_bridge.atlas.encoded import RefTable, attributes_text, dumps, loads, 
 
 logger = logging.getLogger(__name__)
 _first = operator.itemgetter(0)
+_second = operator.itemgetter(1)
+_third = operator.itemgetter(2)
 
 ENTITY_BYTES = 96  # as convert._ENTITY_BYTES / _REF_BYTES: the size bound of an entity in a body
 REF_BYTES = 96
@@ -100,6 +102,13 @@ class GroupText:
         self.dataset_tier_types = dataset_tier_types
         self.dataset_types = dataset_types
         self._texts: dict[tuple[str, ...], str] = {}  # reference -> its JSON, "%" doubled
+        self._by_name: dict[tuple[str, str], dict[str, str]] = {}  # the same by (type, relationship), name
+
+    def _named(self, by_name: dict[str, str], kind: str, qn: str, rel: str) -> str:
+        text = by_name.get(qn)
+        if text is None:
+            text = by_name[qn] = self._ref((kind, qn, rel))
+        return text
 
     def _ref(self, key: tuple[str, ...]) -> str:
         text = self._texts.get(key)
@@ -131,11 +140,27 @@ class GroupText:
             sep = ',"relationshipAttributes":{'
             for name, value in sorted(rec["refs"].items()):
                 is_list = not (value and isinstance(value[0], str))
-                uniq = sorted(set(map(tuple, value if is_list else [value])))
                 parts.append(sep)
                 sep = ","
                 parts.append(quote(name))
                 parts.append(":[" if is_list else ":")
+                if is_list and value:
+                    kinds = set(map(_first, value))
+                    rels = set(map(_third, value))
+                    if len(kinds) == 1 and len(rels) == 1 and tier_types.issuperset(kinds):
+                        # One type, one relationship (a column lineage's source columns): by name alone.
+                        kind, rel = next(iter(kinds)), next(iter(rels))
+                        if kind in dataset_types:
+                            dsrefs.extend([kind, q] for q in set(map(_second, value)))
+                        by_name = self._by_name.setdefault((kind, rel), {})
+                        names_sorted = sorted(set(map(_second, value)))
+                        found = list(map(by_name.get, names_sorted))
+                        if None in found:
+                            found = [self._named(by_name, kind, q, rel) for q in names_sorted]
+                        parts.append(",".join(found))  # type: ignore[arg-type]
+                        parts.append("]")
+                        continue
+                uniq = sorted(set(map(tuple, value if is_list else [value])))
                 kinds = set(map(_first, uniq))
                 if not dataset_types.isdisjoint(kinds):
                     dsrefs.extend([k[0], k[1]] for k in uniq if k[0] in dataset_types)
