@@ -48,7 +48,7 @@ def _payloads(shared: Path, tmp: Path) -> list[dict[str, Any]]:
     return [json.loads(p) for tag, p in extract_partition(units, options, "bench", index) if tag == "unit"]
 
 
-def _with_a_path(payloads: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def _path_unit(payloads: list[dict[str, Any]]) -> dict[str, Any]:
     """One more unit that sees a table read by many processes as a path: the merge makes it a path (the
     more specific type), so references written as a table take the path type and sort differently."""
     counts: dict[str, int] = {}
@@ -68,7 +68,26 @@ def _with_a_path(payloads: list[dict[str, Any]]) -> list[dict[str, Any]]:
         "attributes": {"qualifiedName": qn, "name": "seen as a path"},
         "refs": {},
     }
-    return [*payloads, {"datasets": [record], "process_lines": [], "unused": []}]
+    return {"datasets": [record], "process_lines": [], "unused": []}
+
+
+def _odd_units(payloads: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Two copies of one statement's group under other names, with text to escape (non-ASCII, "%"), the
+    second with a reference to the first's process (a group rendered from its records every time)."""
+    first = payloads[0]["process_lines"]
+    owner = first[0][0]
+    odd_column = ["atlas_bridge_column", "bench.odd ünï %s.c 1%@bench", "dataset_process_inputs"]
+    units = []
+    for copy in ("-copy ünï %d%%", "-other ünï %s"):
+        renamed = [json.loads(line.replace(owner, owner + copy)) for group, line in first if group == owner]
+        renamed[0]["attributes"]["sourceFile"] = "dir/ünï %s 100%.sql"
+        renamed[-1]["refs"]["inputs"].append(odd_column)
+        if copy.startswith("-other"):
+            rel = "atlas_bridge_process_column_lineages"
+            renamed[-1]["refs"]["other"] = ["atlas_bridge_process", owner + "-copy ünï %d%%", rel]
+        lines = [[r["group"], json.dumps(r, separators=(",", ":"), ensure_ascii=False)] for r in renamed]
+        units.append({"datasets": [], "process_lines": lines, "unused": []})
+    return units
 
 
 def _reference_records(
@@ -87,23 +106,36 @@ def _reference_records(
 
 
 @pytest.fixture(scope="module")
-def estate(shared_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> list[dict[str, Any]]:
-    return _with_a_path(_payloads(shared_dir, tmp_path_factory.mktemp("estate")))
+def estates(shared_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[dict[str, Any]]]:
+    payloads = _payloads(shared_dir, tmp_path_factory.mktemp("estate"))
+    # Without the path, bodies without datasets are joined from each group's text; with it, nearly every
+    # body has a group that reads the retyped table and is rendered from the records.
+    copy, other = _odd_units(payloads)
+    return {
+        "tables": [*payloads[:1], copy, *payloads[1:], other],
+        "a path": [*payloads[:1], copy, *payloads[1:], _path_unit(payloads), other],
+    }
 
 
+@pytest.mark.parametrize("name", ["tables", "a path"])
 @pytest.mark.parametrize(
     ("max_entities", "max_bytes"),
     [(1000, 4_000_000), (500, None), (7, 6_000), (40, 30_000), (1, None)],
 )
 def test_encoded_bodies_are_the_rendered_ones_byte_for_byte(
-    estate: list[dict[str, Any]], tmp_path: Path, max_entities: int, max_bytes: int | None
+    estates: dict[str, list[dict[str, Any]]],
+    name: str,
+    tmp_path: Path,
+    max_entities: int,
+    max_bytes: int | None,
 ) -> None:
+    estate = estates[name]
     collector = EntityCollector(tmp_path / "spill")
     for p in estate:
         collector.add(json.loads(json.dumps(p)))
     collector.finish()
     types = collector.dataset_types()
-    assert TYPE_PATH in types.values()
+    assert (TYPE_PATH in types.values()) == (name == "a path")
     assert TYPE_TABLE in types.values()
     expected = [
         json.dumps(b, separators=(",", ":")).encode("utf-8")

@@ -103,6 +103,8 @@ class GroupText:
         self.dataset_types = dataset_types
         self._texts: dict[tuple[str, ...], str] = {}  # reference -> its JSON, "%" doubled
         self._by_name: dict[tuple[str, str], dict[str, str]] = {}  # the same by (type, relationship), name
+        self._heads: dict[str, str] = {}  # typeName -> an entity's JSON up to its attributes
+        self._keys: dict[tuple[bool, str, bool], str] = {}  # a relationship attribute's name, as it starts
 
     def _named(self, by_name: dict[str, str], kind: str, qn: str, rel: str) -> str:
         text = by_name.get(qn)
@@ -126,41 +128,67 @@ class GroupText:
         holes: list[int] = []
         dsrefs: list[list[str]] = []
         tier_types, dataset_types = self.dataset_tier_types, self.dataset_types
-        texts = self._texts
+        texts, heads, keys = self._texts, self._heads, self._keys
         own: dict[tuple[str, ...], str] = {}  # references within the group (each column lineage's process)
         parts: list[str] = []
         for j, rec in enumerate(records):
-            if j:
-                parts.append(",")
-            parts.append('{"typeName":')
-            parts.append(quote(rec["typeName"]))
-            parts.append(',"guid":"-%d","attributes":')
+            type_name = rec["typeName"]
+            head = heads.get(type_name)
+            if head is None:
+                head = heads[type_name] = '{"typeName":' + quote(type_name) + ',"guid":"-%d","attributes":'
+            parts.append(head if not j else "," + head)
             parts.append(attributes_text(rec["attributes"]).replace("%", "%%"))
             holes.append(j)
-            sep = ',"relationshipAttributes":{'
-            for name, value in sorted(rec["refs"].items()):
+            first = True
+            refs = rec["refs"]
+            for name in sorted(refs):
+                value = refs[name]
                 is_list = not (value and isinstance(value[0], str))
-                parts.append(sep)
-                sep = ","
-                parts.append(quote(name))
-                parts.append(":[" if is_list else ":")
-                if is_list and value:
+                key_of_name = (first, name, is_list)
+                first = False
+                lead = keys.get(key_of_name)
+                if lead is None:
+                    sep = ',"relationshipAttributes":{' if key_of_name[0] else ","
+                    lead = keys[key_of_name] = sep + quote(name) + (":[" if is_list else ":")
+                parts.append(lead)
+                one = value if not is_list else value[0] if len(value) == 1 else None
+                if one is not None:  # one reference (a column lineage's output, its process)
+                    k = (one[0], one[1], one[2])
+                    if k[0] in tier_types:
+                        text = texts.get(k) or self._ref(k)
+                        if k[0] in dataset_types:
+                            dsrefs.append([k[0], k[1]])
+                    else:
+                        text = own.get(k)  # type: ignore[assignment]
+                        if text is None:
+                            at = index.get((k[0], k[1]))
+                            if at is None:
+                                usable = False
+                                text = ""
+                            else:
+                                quoted = ref_text(k[0], k[1], k[2]).replace("%", "%%")
+                                text = own[k] = quoted + ',"guid":"-%d"}'
+                        if text:
+                            holes.append(index[(k[0], k[1])])
+                    parts.append(text + "]" if is_list else text)
+                    continue
+                if value:
                     kinds = set(map(_first, value))
                     rels = set(map(_third, value))
                     if len(kinds) == 1 and len(rels) == 1 and tier_types.issuperset(kinds):
                         # One type, one relationship (a column lineage's source columns): by name alone.
                         kind, rel = next(iter(kinds)), next(iter(rels))
-                        if kind in dataset_types:
-                            dsrefs.extend([kind, q] for q in set(map(_second, value)))
-                        by_name = self._by_name.setdefault((kind, rel), {})
                         names_sorted = sorted(set(map(_second, value)))
+                        if kind in dataset_types:
+                            dsrefs.extend([kind, q] for q in names_sorted)
+                        by_name = self._by_name.setdefault((kind, rel), {})
                         found = list(map(by_name.get, names_sorted))
                         if None in found:
                             found = [self._named(by_name, kind, q, rel) for q in names_sorted]
                         parts.append(",".join(found))  # type: ignore[arg-type]
                         parts.append("]")
                         continue
-                uniq = sorted(set(map(tuple, value if is_list else [value])))
+                uniq = sorted(set(map(tuple, value)))
                 kinds = set(map(_first, uniq))
                 if not dataset_types.isdisjoint(kinds):
                     dsrefs.extend([k[0], k[1]] for k in uniq if k[0] in dataset_types)
@@ -177,17 +205,14 @@ class GroupText:
                         if at is None:
                             usable = False
                             continue
-                        text = own.get(k)
-                        if text is None:
-                            text = own[k] = ref_text(k[0], k[1], k[2]).replace("%", "%%") + ',"guid":"-%d"}'
-                        out.append(text)
+                        mine = own.get(k)
+                        if mine is None:
+                            mine = own[k] = ref_text(k[0], k[1], k[2]).replace("%", "%%") + ',"guid":"-%d"}'
+                        out.append(mine)
                         holes.append(at)
                     parts.append(",".join(out))
-                if is_list:
-                    parts.append("]")
-            if sep == ",":
-                parts.append("}")
-            parts.append("}")
+                parts.append("]")
+            parts.append("}}" if not first else "}")
         return dumps([int(usable), dsrefs, names, holes]) + "\t" + ("".join(parts) if usable else "")
 
 
