@@ -291,7 +291,8 @@ class EntityCollector:
                 return [loads(x) for x in raw.read(length).decode("utf-8").split("\n") if x]
 
             for chunk in cut_groups(self._all_groups(True), max_entities, max_bytes):
-                lines = [loads(g.data[0].partition("\t")[0]) if g.tier != 1 else None for g, _, _ in chunk]
+                split_lines = [g.data[0].partition("\t") if g.tier != 1 else None for g, _, _ in chunk]
+                lines = [loads(x[0]) if x is not None else None for x in split_lines]
                 fast = all(
                     j == -1 and info is not None and info[0] and all(types.get(q, t) == t for t, q in info[1])
                     for (_, j, _), info in zip(chunk, lines, strict=True)
@@ -299,13 +300,12 @@ class EntityCollector:
                 texts: list[str] = []
                 names: list[tuple[str, str, str]] = []
                 if fast:  # each group whole, no dataset in the body: its text with the guids filled in
-                    for (g, _, _), info in zip(chunk, lines, strict=True):
+                    for parts, info in zip(split_lines, lines, strict=True):
+                        assert parts is not None
                         assert info is not None
                         _, _, entity_names, holes = info
                         base = counter + 1
-                        texts.append(
-                            g.data[0].partition("\t")[2].rstrip("\n") % tuple([base + j for j in holes])
-                        )
+                        texts.append(parts[2].rstrip("\n") % tuple([base + j for j in holes]))
                         names.extend((f"-{base + j}", t, q) for j, (t, q) in enumerate(entity_names))
                         counter += len(entity_names)
                 else:
