@@ -44,7 +44,7 @@ from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
 from urllib3.util.retry import Retry
 
 from atlas_bridge import __version__
-from atlas_bridge.atlas.encoded import encode_body
+from atlas_bridge.atlas.encoded import encode_body, entity_count
 from atlas_bridge.errors import (
     AtlasAuthError,
     AtlasConflictError,
@@ -480,8 +480,7 @@ class AtlasClient:
 
     def post_entities(self, body: Mapping[str, Any]) -> dict[str, Any]:
         """``POST /v2/entity/bulk`` (upsert): returns the ``EntityMutationResponse``."""
-        entities = body.get("entities") or []
-        logger.debug("posting %d entities", len(entities))
+        logger.debug("posting %d entities", entity_count(body))
         return self._expect_dict(self._request("POST", ENTITY_BULK_PATH, body=body))
 
     def get_entity(self, type_name: str, qualified_name: str) -> dict[str, Any] | None:

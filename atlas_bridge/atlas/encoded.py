@@ -46,6 +46,11 @@ class EncodedBatch(Mapping[str, Any]):
         return self.text.encode("ascii")
 
     @property
+    def decoded(self) -> bool:
+        """Whether something read the body as data (a delivery that only posts it never does)."""
+        return self._body is not None
+
+    @property
     def body(self) -> dict[str, Any]:
         """The body as data (decoded once)."""
         if self._body is None:
@@ -77,6 +82,13 @@ def as_dict(batch: Mapping[str, Any]) -> dict[str, Any]:
     if isinstance(batch, EncodedBatch):
         return batch.body
     return batch if isinstance(batch, dict) else dict(batch)
+
+
+def entity_count(batch: Mapping[str, Any]) -> int:
+    """Entities in a batch's ``entities`` (an :class:`EncodedBatch` says so without being decoded)."""
+    if isinstance(batch, EncodedBatch):
+        return batch.entity_count
+    return len(batch.get("entities") or [])
 
 
 def encode_body(body: Mapping[str, Any]) -> bytes:

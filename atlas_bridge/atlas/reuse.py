@@ -17,6 +17,7 @@ import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
+from atlas_bridge.atlas.encoded import entity_count
 from atlas_bridge.errors import AtlasError
 
 logger = logging.getLogger(__name__)
@@ -215,7 +216,7 @@ def post_batch(client: Any, batch: Mapping[str, Any], reuse: EntityReuse | None)
     """POST a batch after reuse rewrote it; a batch left with nothing of ours to send is not sent (Atlas
     refuses an empty one: 400-01A) and counts as acknowledged."""
     body = reuse.rewrite(batch) if reuse is not None else batch
-    if not body.get("entities"):
+    if not entity_count(body):
         return {}
     response: dict[str, Any] = client.post_entities(body)
     return response
