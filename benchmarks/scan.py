@@ -10,8 +10,9 @@ replicated until there are enough of them, 99 statements (one copy of TPC-DS) pe
 
 Each measurement runs in a fresh child process (its own driver and JVM) so ``ru_maxrss`` is that run's
 peak; executors report their Python workers' peak RSS in the partition results. The delivery is counted in
-memory (no disk, no HTTP), so the figures are discover + extract and convert (on the executors) + merge
-of datasets (driver) + rendering of the batches (driver, as they are delivered).
+memory (no disk, no HTTP; each body encoded as the Atlas client posts it), so the figures are discover +
+extract and convert (on the executors) + merge (driver) + rendering of the batches (driver, as they are
+delivered).
 
     python benchmarks/scan.py       # 10,000 statements, local[1] and local[2] (2 runs each, alternating)
     python benchmarks/scan.py --statements 2000 --memory-sizes 1000,2000   # quick
@@ -65,10 +66,14 @@ class _CountingDelivery:
     def __init__(self) -> None:
         self.batches = 0
         self.entities = 0
+        self.bytes = 0
 
-    def send(self, batch: dict[str, Any]) -> None:
+    def send(self, batch: Any) -> None:
+        from atlas_bridge.atlas.encoded import encode_body, entity_count
+
         self.batches += 1
-        self.entities += len(batch["entities"])
+        self.entities += entity_count(batch)  # a scan's batch says so without being decoded
+        self.bytes += len(encode_body(batch))  # what the Atlas client would post
 
     def close(self) -> None:
         pass

@@ -619,7 +619,7 @@ def test_streamed_batches_keep_under_the_byte_cap_and_stand_alone(tmp_path: Path
     capped = list(collector.batches(10_000, max_bytes))
     assert len(uncapped) == 1 < len(capped) == collector.batch_count(10_000, max_bytes)
     for b in capped:
-        size = len(json.dumps(b, separators=(",", ":")))
+        size = len(json.dumps(dict(b), separators=(",", ":")))
         assert size <= max_bytes or len(b["entities"]) == 1, size
         defined = {e["guid"] for e in b["entities"]}
         for e in b["entities"]:

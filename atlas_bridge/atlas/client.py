@@ -44,6 +44,7 @@ from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
 from urllib3.util.retry import Retry
 
 from atlas_bridge import __version__
+from atlas_bridge.atlas.encoded import encode_body, entity_count
 from atlas_bridge.errors import (
     AtlasAuthError,
     AtlasConflictError,
@@ -479,8 +480,7 @@ class AtlasClient:
 
     def post_entities(self, body: Mapping[str, Any]) -> dict[str, Any]:
         """``POST /v2/entity/bulk`` (upsert): returns the ``EntityMutationResponse``."""
-        entities = body.get("entities") or []
-        logger.debug("posting %d entities", len(entities))
+        logger.debug("posting %d entities", entity_count(body))
         return self._expect_dict(self._request("POST", ENTITY_BULK_PATH, body=body))
 
     def get_entity(self, type_name: str, qualified_name: str) -> dict[str, Any] | None:
@@ -565,7 +565,7 @@ class AtlasClient:
         the Authorization header on that cross-host hop, so redirects are not followed blindly: one that
         points at another configured address moves the call there; any other is an error.
         """
-        data = json.dumps(body, separators=(",", ":")).encode("utf-8") if body is not None else None
+        data = encode_body(body) if body is not None else None  # a scan's batch comes encoded already
         policy = self.policy
         started = time.monotonic()
         give_up_at = started + policy.give_up_after_s

@@ -17,6 +17,7 @@ import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
+from atlas_bridge.atlas.encoded import entity_count
 from atlas_bridge.errors import AtlasError
 
 logger = logging.getLogger(__name__)
@@ -169,10 +170,13 @@ class EntityReuse:
         """Entities of ours left out because another hook's entity has the same qualifiedName."""
         self.looked_up = 0
 
-    def rewrite(self, batch: Mapping[str, Any]) -> dict[str, Any]:
+    def rewrite(self, batch: Mapping[str, Any]) -> Mapping[str, Any]:
+        """The batch as it is when none of its datasets is another hook's (an encoded batch then keeps
+        its bytes), else :func:`rewrite_batch`'s copy."""
         if not self.types:
-            return dict(batch)
-        for our_type, names in dataset_names(batch).items():
+            return batch
+        wanted = dataset_names(batch)
+        for our_type, names in wanted.items():
             todo = [qn for qn in dict.fromkeys(names) if qn not in self._cache]
             self.looked_up += len(todo)
             for foreign in self.types.get(our_type, ()):
@@ -201,6 +205,8 @@ class EntityReuse:
                 todo = [qn for qn in todo if qn not in self._cache]
             for qn in todo:
                 self._cache[qn] = None
+        if not any(qn in self._found for names in wanted.values() for qn in names):
+            return batch
         out = rewrite_batch(batch, self._found)
         self.reused += len(batch.get("entities") or []) - len(out.get("entities") or [])
         return out
@@ -210,7 +216,7 @@ def post_batch(client: Any, batch: Mapping[str, Any], reuse: EntityReuse | None)
     """POST a batch after reuse rewrote it; a batch left with nothing of ours to send is not sent (Atlas
     refuses an empty one: 400-01A) and counts as acknowledged."""
     body = reuse.rewrite(batch) if reuse is not None else batch
-    if not body.get("entities"):
+    if not entity_count(body):
         return {}
     response: dict[str, Any] = client.post_entities(body)
     return response

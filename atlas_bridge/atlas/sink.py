@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
+from atlas_bridge.atlas.encoded import EncodedBatch, as_dict, entity_count
 from atlas_bridge.atlas.reuse import post_batch
 from atlas_bridge.errors import AtlasAuthError, AtlasError, AtlasUnavailableError, ConfigError
 
@@ -43,10 +44,12 @@ _BATCH_RE = re.compile(r"^(\d{4,})-entities\.json$")
 
 def dumps_batch(batch: Mapping[str, Any]) -> str:
     """The one on-disk form of a request body: sorted keys, 2-space indent, trailing newline."""
-    return json.dumps(batch, sort_keys=True, indent=2, ensure_ascii=False) + "\n"
+    return json.dumps(as_dict(batch), sort_keys=True, indent=2, ensure_ascii=False) + "\n"
 
 
 def _check_batch(batch: Any) -> None:
+    if isinstance(batch, EncodedBatch):  # made by the scan: a body, and checking would decode it
+        return
     if not isinstance(batch, Mapping) or not isinstance(batch.get("entities"), list):
         msg = "a batch must be an AtlasEntitiesWithExtInfo dict with an 'entities' list"
         raise TypeError(msg)
@@ -100,7 +103,9 @@ class PushReport:
         mutated = response.get("mutatedEntities") or {}
         created = len(mutated.get("CREATE") or [])
         updated = len(mutated.get("UPDATE") or []) + len(mutated.get("PARTIAL_UPDATE") or [])
-        sent = len(batch.get("entities") or []) + len(batch.get("referredEntities") or {})
+        sent = entity_count(batch) + (
+            0 if isinstance(batch, EncodedBatch) else len(batch.get("referredEntities") or {})
+        )
         self.batches += 1
         self.created += created
         self.updated += updated

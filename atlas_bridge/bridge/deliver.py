@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
+from atlas_bridge.atlas.encoded import EncodedBatch, as_dict
 from atlas_bridge.atlas.reuse import post_batch
 from atlas_bridge.bridge.types import Progress
 from atlas_bridge.errors import AtlasAuthError, AtlasBridgeError, AtlasError, AtlasUnavailableError
@@ -27,7 +28,7 @@ class Delivery(Protocol):
     target: str
     """A stable name of the destination; resume state is kept per target."""
 
-    def send(self, batch: dict[str, Any]) -> tuple[int, int] | None: ...
+    def send(self, batch: Mapping[str, Any]) -> tuple[int, int] | None: ...
 
     def close(self) -> None: ...
 
@@ -44,7 +45,7 @@ class SinkDelivery:
         self.sink = sink
         self.target = target
 
-    def send(self, batch: dict[str, Any]) -> tuple[int, int] | None:
+    def send(self, batch: Mapping[str, Any]) -> tuple[int, int] | None:
         report = getattr(self.sink, "report", None)
         if report is None:
             self.sink.emit(batch)
@@ -67,7 +68,7 @@ class ClientDelivery:
         self.client = client
         self.target = target
 
-    def send(self, batch: dict[str, Any]) -> tuple[int, int] | None:
+    def send(self, batch: Mapping[str, Any]) -> tuple[int, int] | None:
         response = self.client.post_entities(batch)
         return _mutations(response if isinstance(response, Mapping) else {})
 
@@ -83,7 +84,7 @@ class _KeepsUnsent:
     unsent_dir: Path
     _unsent: Any = None
 
-    def keep(self, batch: dict[str, Any]) -> None:
+    def keep(self, batch: Mapping[str, Any]) -> None:
         """Write a batch that was not acknowledged to ``unsent_dir``."""
         if self._unsent is None:
             from atlas_bridge.atlas.sink import FileSink
@@ -119,7 +120,7 @@ class AtlasDelivery(_KeepsUnsent):
         self.last_probe: dict[str, str] | None = None
         self._unsent: Any = None
 
-    def send(self, batch: dict[str, Any]) -> tuple[int, int] | None:
+    def send(self, batch: Mapping[str, Any]) -> tuple[int, int] | None:
         if self.down is not None:
             raise self.down
         try:
@@ -168,7 +169,7 @@ class KafkaDelivery(_KeepsUnsent):
         self.down: AtlasError | None = None
         self._unsent: Any = None
 
-    def send(self, batch: dict[str, Any]) -> tuple[int, int] | None:
+    def send(self, batch: Mapping[str, Any]) -> tuple[int, int] | None:
         if self.down is not None:
             raise self.down
         try:
@@ -185,6 +186,12 @@ class KafkaDelivery(_KeepsUnsent):
 def _probe(batch: Mapping[str, Any], response: Mapping[str, Any]) -> dict[str, str] | None:
     """One entity of an acknowledged batch, with the guid Atlas gave it: later runs check it still exists."""
     assigned = response.get("guidAssignments") or {}
+    if isinstance(batch, EncodedBatch):  # its entities' names are known without decoding it
+        for placeholder, type_name, qn in batch.names:
+            guid = assigned.get(placeholder) or None
+            if guid:
+                return {"guid": guid, "typeName": type_name, "qualifiedName": qn}
+        return None
     for entity in batch.get("entities") or []:
         guid = assigned.get(entity.get("guid")) or None
         qualified_name = (entity.get("attributes") or {}).get("qualifiedName")
@@ -195,7 +202,7 @@ def _probe(batch: Mapping[str, Any], response: Mapping[str, Any]) -> dict[str, s
 
 def batch_hash(batch: Mapping[str, Any]) -> str:
     """Content hash of a batch: same bytes, same hash (keys sorted, no whitespace)."""
-    data = json.dumps(batch, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    data = json.dumps(as_dict(batch), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     return hashlib.sha256(data.encode("utf-8")).hexdigest()
 
 
@@ -341,6 +348,8 @@ def check_resume_state(state: SentState, delivery: Any) -> str | None:
 
 
 def _batch_entity_count(batch: Mapping[str, Any]) -> int:
+    if isinstance(batch, EncodedBatch):
+        return batch.entity_count  # no referredEntities in the scan's bodies
     return len(batch.get("entities") or []) + len(batch.get("referredEntities") or {})
 
 
@@ -352,14 +361,14 @@ def _mutations(response: Mapping[str, Any]) -> tuple[int, int]:
 
 
 def deliver(
-    batches: Iterable[dict[str, Any]],
+    batches: Iterable[Mapping[str, Any]],
     delivery: Delivery,
     state: SentState | None,
     *,
     skip_acknowledged: bool = True,
     progress: Progress | None = None,
     total: int | None = None,
-    keep: Callable[[dict[str, Any]], None] | None = None,
+    keep: Callable[[Mapping[str, Any]], None] | None = None,
 ) -> DeliveryStats:
     """Send ``batches`` in order, skipping those ``state`` says were acknowledged, recording each new ack.
 

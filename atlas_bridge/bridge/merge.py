@@ -2,15 +2,27 @@
 
 from __future__ import annotations
 
-import io
 import json
+import logging
 import os
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+from atlas_bridge.atlas.encoded import EncodedBatch, RefTable, body_text, dumps, loads
 from atlas_bridge.atlas.limits import DEFAULT_MAX_BYTES
+from atlas_bridge.bridge.bodies import (
+    CHILD_ARRAYS,
+    Group,
+    GroupText,
+    cut_groups,
+    process_groups,
+    record_size,
+    render_records,
+)
 from atlas_bridge.model import Lineage, Relation
+
+logger = logging.getLogger(__name__)
 
 
 class EntityCollector:
@@ -34,12 +46,23 @@ class EntityCollector:
         self._loose_relations: set[str] = set()
         self._groups: set[str] = set()
         self._defined: set[str] = set()  # datasets some unit defines (CTAS, view): they list their columns
-        # One spill file: a unit's records come sorted, each process followed by what it owns.
-        self._spill = [self._dir / "processes.jsonl"]
-        self._fhs: list[io.TextIOWrapper] | None = [open(p, "w", encoding="utf-8") for p in self._spill]  # noqa: SIM115
+        # The process tier on disk, group by group (see atlas_bridge.bridge.bodies): a unit's records come
+        # sorted, each process followed by what it owns.
+        self._meta_path = self._dir / "meta.jsonl"
+        self._text_path = self._dir / "text.jsonl"
+        self._records_path = self._dir / "records.jsonl"
+        self._fhs: list[Any] | None = [
+            open(self._meta_path, "w", encoding="utf-8"),  # noqa: SIM115
+            open(self._text_path, "w", encoding="utf-8"),  # noqa: SIM115
+            open(self._records_path, "wb"),  # noqa: SIM115
+        ]
+        self._offset = 0  # bytes written to the records file
         self._spilled = 0
+        self._group_text: GroupText | None = None
+        self._dataset_groups: list[Group] | None = None
         self._dataset_order: list[tuple[bool, str]] | None = None
         self._nbytes: dict[tuple[bool, str], int] = {}  # JSON size of each dataset record, once computed
+        self._refs: RefTable | None = None  # references to the dataset tier, numbered (bodies with datasets)
 
     def add(self, records: Mapping[str, Any]) -> None:
         """Fold one unit's records (see :func:`extract_partition`)."""
@@ -62,22 +85,26 @@ class EntityCollector:
                 merged = {"typeName": old[0], "attributes": old[2]}
                 merge_entity_record(merged, rec)
                 old[0] = merged["typeName"]
-        # Process-tier records come as spill lines already (executors serialise them), or as records.
-        lines = records.get("process_lines")
-        if lines is None:
-            lines = [
-                [rec["group"], json.dumps(rec, separators=(",", ":"), ensure_ascii=False)]
-                for rec in records["processes"]
-            ]
-        groups = {group for group, _ in lines}
-        seen = groups & self._groups
+        # Process-tier records come as spill groups (made where they were converted), as the records' JSON
+        # (executors serialise them), or as records.
+        entries = records.get("process_groups")
+        if entries is not None:
+            groups = {e[0] for e in entries}
+            seen = groups & self._groups
+        else:
+            lines = records.get("process_lines")
+            if lines is None:
+                lines = [
+                    [rec["group"], json.dumps(rec, separators=(",", ":"), ensure_ascii=False)]
+                    for rec in records["processes"]
+                ]
+            groups = {group for group, _ in lines}
+            seen = groups & self._groups
+            entries = process_groups([x for x in lines if x[0] not in seen], self._texts())
         self._groups |= groups
-        fh = self._fhs[0]
-        for group, line in lines:
-            if group in seen:
-                continue
-            fh.write(line + "\n")
-            self._spilled += 1
+        for entry in entries:
+            if entry[0] not in seen:
+                self._spill_group(entry)
         for ds_id, kind in records.get("kinds", {}).items():
             old_kind = self._kinds.get(ds_id)
             if old_kind is None or (kind == "view" and old_kind != "view"):
@@ -114,11 +141,11 @@ class EntityCollector:
 
     def batch_count(self, max_entities: int, max_bytes: int | None = DEFAULT_MAX_BYTES) -> int:
         """Bodies :meth:`batches` will give (cut without splitting an owner from its children)."""
-        from atlas_bridge.atlas.convert import count_batches
-
-        return count_batches(
-            self.records(), dataset_types=self.dataset_types(), max_entities=max_entities, max_bytes=max_bytes
-        )
+        if max_entities < 1:
+            msg = f"max_entities must be at least 1, not {max_entities}"
+            raise ValueError(msg)
+        self.finish()
+        return sum(1 for _ in cut_groups(self._all_groups(False), max_entities, max_bytes))
 
     def counts(self) -> dict[str, int]:
         """Headline numbers for the report, as :func:`lineage_counts` gives them for a merged lineage."""
@@ -137,7 +164,21 @@ class EntityCollector:
 
     def records(self) -> Iterator[dict[str, Any]]:
         """Every record in delivery order: datasets each with its columns, then processes each with its
-        column lineage and executions (so an owner and its children travel in one body)."""
+        column lineage and executions (so an owner and its children travel in one body).
+
+        Each has an ``nbytes``: the length of its JSON as the executor wrote it (a bound of its size in a
+        body, see :func:`~atlas_bridge.atlas.convert.batches_from_records`).
+        """
+
+        yield from self._dataset_records()
+        with open(self._records_path, encoding="utf-8") as fh:
+            for line in fh:
+                record = loads(line)
+                record["nbytes"] = len(line)  # the text's size bounds the entity's (see convert)
+                yield record
+
+    def _dataset_records(self) -> Iterator[dict[str, Any]]:
+        """The dataset tier's records in delivery order (each with ``nbytes``, see :meth:`records`)."""
         from atlas_bridge.atlas.convert import REL_COLUMNS, TYPE_COLUMN
 
         self.finish()
@@ -167,29 +208,126 @@ class EntityCollector:
             }
             nbytes = self._nbytes.get(key)
             if nbytes is None:  # once per dataset: each later pass (count, then send) reuses it
-                nbytes = self._nbytes[key] = len(json.dumps(record, separators=(",", ":")))
+                nbytes = self._nbytes[key] = len(dumps(record))
             record["nbytes"] = nbytes
             yield record
-        for path in self._spill:
-            with open(path, encoding="utf-8") as fh:
-                for line in fh:
-                    record = json.loads(line)
-                    record["nbytes"] = len(line)  # the text's size bounds the entity's (see convert)
-                    yield record
+
+    def _ref_table(self) -> RefTable:
+        if self._refs is None:
+            from atlas_bridge.atlas.convert import _DATASET_TYPES, TYPE_COLUMN
+
+            self._refs = RefTable(_DATASET_TYPES | {TYPE_COLUMN}, _DATASET_TYPES)
+        return self._refs
+
+    def _texts(self) -> GroupText:
+        if self._group_text is None:
+            from atlas_bridge.atlas.convert import _DATASET_TYPES, TYPE_COLUMN
+
+            self._group_text = GroupText(_DATASET_TYPES | {TYPE_COLUMN}, _DATASET_TYPES)
+        return self._group_text
+
+    def _spill_group(self, entry: list[Any]) -> None:
+        """Write one process group (see :func:`process_groups`): meta line, text line, its records."""
+        assert self._fhs is not None
+        group, tier, sizes, split, text_line, records = entry
+        meta, text, raw = self._fhs
+        data = records.encode("utf-8")
+        meta.write(dumps([tier, group, sizes, split, self._offset, len(data)]) + "\n")
+        text.write(text_line + "\n")
+        raw.write(data)
+        self._offset += len(data)
+        self._spilled += len(sizes)
+
+    def _groups_of_datasets(self) -> list[Group]:
+        """The dataset tier as groups (a dataset and its columns), made once (types are final then)."""
+        if self._dataset_groups is None:
+            groups: list[Group] = []
+            for record in self._dataset_records():
+                size = record_size(record, record["nbytes"])
+                last = groups[-1] if groups else None
+                if last is not None and last.group == record["group"]:
+                    last.sizes.append(size)
+                    last.data.append(record)
+                    continue
+                owner = record["qualifiedName"] == record["group"]
+                split = owner and any(k in record["refs"] for k in CHILD_ARRAYS)
+                groups.append(Group(1, record["group"], [size], split, [record]))
+            self._dataset_groups = groups
+        return self._dataset_groups
+
+    def _all_groups(self, render: bool) -> Iterator[Group]:
+        """Every group in delivery order; with ``render``, a process group's ``data`` is its text line and
+        where its records are."""
+        yield from self._groups_of_datasets()
+        with open(self._meta_path, encoding="utf-8") as meta, open(self._text_path, encoding="utf-8") as text:
+            for line in meta:
+                tier, group, sizes, split, offset, length = loads(line)
+                data = (text.readline(), offset, length) if render else None
+                yield Group(tier, group, sizes, bool(split), data)
 
     def dataset_types(self) -> dict[str, str]:
         """Final typeName of every dataset, by qualifiedName."""
         return {k[1]: v[0] for k, v in self._datasets.items() if not k[0]}
 
-    def batches(
-        self, max_entities: int, max_bytes: int | None = DEFAULT_MAX_BYTES
-    ) -> Iterator[dict[str, Any]]:
-        """The bulk bodies, one at a time (see :func:`atlas_bridge.atlas.convert.batches_from_records`)."""
-        from atlas_bridge.atlas.convert import batches_from_records
+    def batches(self, max_entities: int, max_bytes: int | None = DEFAULT_MAX_BYTES) -> Iterator[EncodedBatch]:
+        """The bulk bodies, one at a time, as JSON text: each is, byte for byte, the JSON (as the Atlas
+        client encodes a body) of what :func:`atlas_bridge.atlas.convert.batches_from_records` renders from
+        :meth:`records`."""
+        if max_entities < 1:
+            msg = f"max_entities must be at least 1, not {max_entities}"
+            raise ValueError(msg)
+        self.finish()
+        types = self.dataset_types()
+        table = self._ref_table()
+        table.finalize(types)
+        counter = 0
+        with open(self._records_path, "rb") as raw:
 
-        return batches_from_records(
-            self.records(), dataset_types=self.dataset_types(), max_entities=max_entities, max_bytes=max_bytes
-        )
+            def records_of(g: Group) -> list[dict[str, Any]]:
+                if g.tier == 1:
+                    return list(g.data)
+                _, offset, length = g.data
+                raw.seek(offset)
+                return [loads(x) for x in raw.read(length).decode("utf-8").split("\n") if x]
+
+            for chunk in cut_groups(self._all_groups(True), max_entities, max_bytes):
+                split_lines = [g.data[0].partition("\t") if g.tier != 1 else None for g, _, _ in chunk]
+                lines = [loads(x[0]) if x is not None else None for x in split_lines]
+                fast = all(
+                    j == -1 and info is not None and info[0] and all(types.get(q, t) == t for t, q in info[1])
+                    for (_, j, _), info in zip(chunk, lines, strict=True)
+                )
+                texts: list[str] = []
+                names: list[tuple[str, str, str]] = []
+                if fast:  # each group whole, no dataset in the body: its text with the guids filled in
+                    for parts, info in zip(split_lines, lines, strict=True):
+                        assert parts is not None
+                        assert info is not None
+                        _, _, entity_names, holes = info
+                        base = counter + 1
+                        texts.append(parts[2].rstrip("\n") % tuple([base + j for j in holes]))
+                        names.extend((f"-{base + j}", t, q) for j, (t, q) in enumerate(entity_names))
+                        counter += len(entity_names)
+                else:
+                    items: list[tuple[dict[str, Any], bool]] = []
+                    loaded: dict[int, list[dict[str, Any]]] = {}
+                    for g, j, first in chunk:
+                        recs = loaded.get(id(g))
+                        if recs is None:
+                            recs = loaded[id(g)] = records_of(g)
+                        if j == -1:
+                            items.extend((r, False) for r in recs)
+                        else:
+                            if max_bytes is not None and g.sizes[j] > max_bytes:
+                                logger.warning(
+                                    "entity %s alone is %d bytes, over max_bytes=%d",
+                                    recs[j]["qualifiedName"],
+                                    g.sizes[j],
+                                    max_bytes,
+                                )
+                            items.append((recs[j], first))
+                    texts, names, counter = render_records(items, counter, table)
+                yield EncodedBatch(body_text(texts), names)
 
 
 def distinct_relations(parts: Iterable[Lineage], *, strip_spans: bool = False) -> Iterator[Lineage]:

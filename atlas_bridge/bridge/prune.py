@@ -22,6 +22,8 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from atlas_bridge.atlas.encoded import EncodedBatch
+
 logger = logging.getLogger(__name__)
 
 PRUNABLE_TYPES = ("atlas_bridge_process", "atlas_bridge_column_lineage")
@@ -44,8 +46,12 @@ class Produced:
     def __init__(self) -> None:
         self.entities: set[tuple[str, str]] = set()
 
-    def watch(self, batches: Iterable[dict[str, Any]]) -> Iterator[dict[str, Any]]:
+    def watch(self, batches: Iterable[Mapping[str, Any]]) -> Iterator[Mapping[str, Any]]:
         for batch in batches:
+            if isinstance(batch, EncodedBatch):  # its entities' names are known without decoding it
+                self.entities.update((t, qn) for _, t, qn in batch.names if t in PRUNABLE_TYPES)
+                yield batch
+                continue
             for entity in batch.get("entities") or []:
                 qn = (entity.get("attributes") or {}).get("qualifiedName")
                 if entity.get("typeName") in PRUNABLE_TYPES and isinstance(qn, str):
