@@ -193,3 +193,37 @@ def test_an_encoded_batch_goes_to_atlas_as_it_is(atlas_stub: Any, tmp_path: Path
     from atlas_bridge.bridge.deliver import batch_hash
 
     assert batch_hash(batch) == batch_hash(body)
+
+
+def test_spill_groups_made_on_the_executors_give_the_same_bodies(shared_dir: Path, tmp_path: Path) -> None:
+    """The scan's executors send the process tier as spill groups (``extract_partition(spill_groups=True)``,
+    one reference cache per partition); the bodies are those of record lines grouped on the driver."""
+    schema = json.loads((shared_dir / "bench" / "tpc-ds.schema.json").read_text())
+    queries = [
+        json.loads(x) for x in (shared_dir / "bench" / "tpcds_queries.jsonl").read_text().splitlines() if x
+    ]
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    for copy in range(2):
+        parts = [
+            f"CREATE TABLE bench.{q['id'][6:]}_c{copy} AS\n{q['sql'].strip().rstrip(';')};\n" for q in queries
+        ]
+        (corpus / f"script_{copy}.sql").write_text("\n".join(parts[: 40 + copy * 30]), encoding="utf-8")
+    options = ScanOptions(dialect="spark", schema=schema)
+    files, _ = discover_inputs([corpus])
+    units = plan_units(files, options, ship_content=False)
+    index = schema_index([], schema, None, [])
+
+    def bodies(spill_groups: bool, where: Path) -> list[bytes]:
+        collector = EntityCollector(where)
+        payloads = extract_partition(units, options, "bench", index, spill_groups=spill_groups)
+        units_seen = [json.loads(p) for tag, p in payloads if tag == "unit"]
+        assert all(("process_groups" in u) is spill_groups for u in units_seen)
+        for u in units_seen:
+            collector.add(u)
+        collector.finish()
+        return [encode_body(b) for b in collector.batches(300, 400_000)]
+
+    made_there = bodies(True, tmp_path / "a")
+    assert len(made_there) > 5
+    assert made_there == bodies(False, tmp_path / "b")

@@ -9,7 +9,7 @@ import re
 import resource
 import time
 from collections.abc import Iterable, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from atlas_bridge.bridge.inputs import count_statements, decode_text, make_problem, printable, read_unit
 from atlas_bridge.bridge.querylog import read_query_log
@@ -17,6 +17,9 @@ from atlas_bridge.bridge.types import InputKind, ScanOptions, UnitResult, WorkUn
 from atlas_bridge.errors import AtlasBridgeError
 from atlas_bridge.extractors.sql.schema import LearnedTable, SchemaIndex, TableKey
 from atlas_bridge.model import ExtractionResult, Lineage, Problem, merge_lineage
+
+if TYPE_CHECKING:
+    from atlas_bridge.bridge.bodies import GroupText
 
 logger = logging.getLogger(__name__)
 
@@ -207,6 +210,7 @@ def extract_partition(
     schema: SchemaIndex | None = None,
     *,
     per_unit: bool = False,
+    spill_groups: bool = False,
 ) -> Iterator[tuple[str, str]]:
     """Executor side: extract each unit and convert it to Atlas entity records on its own.
 
@@ -221,7 +225,11 @@ def extract_partition(
     rank - 0 SQL, 1 SQLFlow - and its look-ups) and ``("uhead", ...)`` (its file counts and problems), and
     the partition's header holds only RSS and CPU: the scan learns the schema from the units' results and
     may replace a unit's results by a second extraction's.
+
+    ``spill_groups``: the process tier comes as the driver's spill groups
+    (:func:`atlas_bridge.bridge.bodies.process_groups`, made here in parallel), not as record lines.
     """
+    texts = _group_text() if spill_groups else None
     cpu0 = time.process_time()
     files: dict[str, dict[str, Any]] = {}
     problems: list[Problem] = []
@@ -235,7 +243,7 @@ def extract_partition(
             problems.extend(r.problems)
             defines.extend(r.defines)
             lookups.update(dict.fromkeys(r.lookups))
-            yield "unit", _unit_records(r, options, namespace)
+            yield "unit", _unit_records(r, options, namespace, texts)
         if per_unit:
             rank = 0
             if unit.file.kind == InputKind.SQLFLOW:  # its CREATE processes' targets teach, SQL DDL wins
@@ -266,7 +274,15 @@ def _count(files: dict[str, dict[str, Any]], r: UnitResult, *, first: bool) -> N
             entry[key] = value if key not in entry else pick(entry[key], value)
 
 
-def _unit_records(r: UnitResult, options: ScanOptions, namespace: str) -> str:
+def _group_text() -> GroupText:
+    """One per partition: it caches the JSON of the references it has met."""
+    from atlas_bridge.atlas.convert import _DATASET_TYPES, TYPE_COLUMN
+    from atlas_bridge.bridge.bodies import GroupText
+
+    return GroupText(_DATASET_TYPES | {TYPE_COLUMN}, _DATASET_TYPES)
+
+
+def _unit_records(r: UnitResult, options: ScanOptions, namespace: str, texts: GroupText | None) -> str:
     from atlas_bridge.atlas.convert import to_entity_records
     from atlas_bridge.graph import end_to_end
 
@@ -283,10 +299,16 @@ def _unit_records(r: UnitResult, options: ScanOptions, namespace: str) -> str:
         hashlib.blake2b("\x1f".join(k).encode("utf-8"), digest_size=8).hexdigest() for k in loose
     )
     # The process tier is final: serialised here, in parallel, as the driver's spill lines.
-    records["process_lines"] = [
+    lines = [
         [rec["group"], json.dumps(rec, separators=(",", ":"), ensure_ascii=False)]
         for rec in records.pop("processes")
     ]
+    if texts is None:
+        records["process_lines"] = lines
+    else:
+        from atlas_bridge.bridge.bodies import process_groups
+
+        records["process_groups"] = process_groups(lines, texts)
     records["process_ids"] = [p.id for p in lineage.processes]
     records["kinds"] = {d.id: d.kind.value for d in lineage.datasets}
     return json.dumps(records, separators=(",", ":"), ensure_ascii=False)

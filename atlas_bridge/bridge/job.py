@@ -371,7 +371,9 @@ class _ExtractJob:
                 ids = [i for i, _ in group]
                 j = 0
                 work = [u for _, u in group]
-                for tag, payload in extract_partition(work, opts, ns, index, per_unit=per_unit):
+                for tag, payload in extract_partition(
+                    work, opts, ns, index, per_unit=per_unit, spill_groups=True
+                ):
                     if tag == "header":
                         if not per_unit:
                             statements = sum(
