@@ -93,6 +93,17 @@ class PausedGC:
     before; only cyclic garbage waits: :meth:`tidy` (between statements) collects the youngest generation
     once it holds more than :data:`GC_TIDY_OBJECTS`, so a long script's dead trees do not pile up. Left
     alone when the caller had paused the collector itself.
+
+    >>> import gc
+    >>> with PausedGC():
+    ...     gc.isenabled()
+    False
+    >>> from atlas_bridge import extract_sql_lineage
+    >>> _ = extract_sql_lineage("insert into t select a from s; select b from u"); gc.isenabled()
+    True
+    >>> gc.disable(); _ = extract_sql_lineage("select a from s"); gc.isenabled()
+    False
+    >>> gc.enable()
     """
 
     __slots__ = ("_was_enabled",)
