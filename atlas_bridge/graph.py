@@ -21,6 +21,7 @@ from atlas_bridge.model import (
     Effect,
     FlowKind,
     Lineage,
+    PausedGC,
     Process,
     Relation,
     RelationType,
@@ -66,6 +67,11 @@ def end_to_end(lineage: Lineage) -> Lineage:
     inter = intermediate_dataset_ids(lineage)
     if not inter:
         return lineage
+    with PausedGC():  # it makes no cyclic garbage; the collector would only walk the live chains
+        return _collapse(lineage, inter)
+
+
+def _collapse(lineage: Lineage, inter: frozenset[str]) -> Lineage:
     heads: dict[int, _Chain] = {}  # the one-hop chain of each relation, by id (relations are not hashed)
     # only intermediate columns are walked from (reach), so only their out-edges are kept
     out_edges: dict[tuple[str, str], list[tuple[tuple[str, str], _Chain]]] = defaultdict(list)

@@ -76,7 +76,7 @@ from atlas_bridge.extractors.sql.resplit import statement_pieces as resplit_piec
 from atlas_bridge.extractors.sql.schema import LearnedTable, SchemaIndex, TableKey
 from atlas_bridge.extractors.sql.split import LineIndex, StatementChunk, split_statements
 from atlas_bridge.extractors.sql.textual import failure, parse_failure
-from atlas_bridge.model import ExtractionResult, Lineage, Problem
+from atlas_bridge.model import ExtractionResult, Lineage, PausedGC, Problem
 
 __all__ = [
     "DEFAULT_TIME_BUDGET_S",
@@ -231,15 +231,17 @@ def _extract(
     script = ScriptGraph()
     done: list[tuple[StatementChunk, GraphBuilder]] = []
     unicode_ok = _SURROGATE.search(sql) is None
-    for chunk in _chunks(state, sql, d):
-        for g in _contained(state, parser, chunk, time_budget_s, unicode_ok=unicode_ok):
-            script.absorb(g)
-            done.append((chunk, g))
-    try:
-        lineage = script.freeze()
-    except Exception:  # a bug of ours: keep every statement that merges cleanly, report the others
-        logger.debug("merging the statements failed", exc_info=True)
-        lineage = _salvage(state, done)
+    with PausedGC() as paused:
+        for chunk in _chunks(state, sql, d):
+            for g in _contained(state, parser, chunk, time_budget_s, unicode_ok=unicode_ok):
+                script.absorb(g)
+                done.append((chunk, g))
+            paused.tidy()
+        try:
+            lineage = script.freeze()
+        except Exception:  # a bug of ours: keep every statement that merges cleanly, report the others
+            logger.debug("merging the statements failed", exc_info=True)
+            lineage = _salvage(state, done)
     # The Lineage is validated once in freeze(); constructing ExtractionResult normally would run its
     # validators a second time (pydantic re-runs after-validators on model instances).
     return ExtractionResult.model_construct(lineage=lineage, problems=tuple(state.problems)), state

@@ -30,7 +30,7 @@ from sqlglot.dialects.dialect import Dialect
 from sqlglot.tokens import Token  # type: ignore[attr-defined]
 
 from atlas_bridge.extractors.sql.builder import ColKey, DatasetBuilder, GraphBuilder
-from atlas_bridge.extractors.sql.schema import SchemaIndex
+from atlas_bridge.extractors.sql.schema import Columns, SchemaIndex
 from atlas_bridge.extractors.sql.split import LineIndex
 from atlas_bridge.model import (
     ORPHAN_TABLE,
@@ -60,6 +60,9 @@ class UnsupportedSQL(Exception):
     """A construct the extractor does not handle (reported, the statement is skipped)."""
 
 
+_ColumnMaps = tuple[Columns, dict[str, str], dict[str, str | None]]
+
+
 @dataclass
 class ScriptState:
     """What outlives one statement: numbering, the schema grown by DDL, column spellings."""
@@ -78,6 +81,9 @@ class ScriptState:
     """Procedure the statements being analysed sit in (set by the procedural-block handler)."""
     resolve_variable: Callable[[exp.Expr], ColKey | None] | None = None
     """Inside a procedural block: the variable column a Column/Parameter names, else None."""
+    column_maps: dict[int, _ColumnMaps] = field(default_factory=dict)
+    """A schema's column list (by identity; the list is kept, so its id is not reused) -> its columns and
+    types by lower-cased name, built once per script for every source that reads the table (read only)."""
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -1014,8 +1020,16 @@ class StatementContext:
                 return
             ds = self.table(item)
             cols = self.table_columns(item)
-            known = {c.lower(): c for c, _ in cols} if cols is not None else None
-            types = {c.lower(): t for c, t in cols} if cols is not None else None
+            known = types = None
+            if cols is not None:
+                maps = self.state.column_maps.get(id(cols))
+                if maps is None or maps[0] is not cols:
+                    maps = self.state.column_maps[id(cols)] = (
+                        cols,
+                        {c.lower(): c for c, _ in cols},
+                        {c.lower(): t for c, t in cols},
+                    )
+                known, types = maps[1], maps[2]
             names = {low}
             if item.db:
                 names.add(f"{item.db.lower()}.{low}")

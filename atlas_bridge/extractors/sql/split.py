@@ -81,23 +81,19 @@ def split_statements(text: str, dialect: Dialect) -> list[StatementChunk]:
     except Exception:  # SqlglotError, or the tokenizer's own failure: our scanner cuts the text instead
         return _split_by_scanning(text, dialect)
     chunks: list[StatementChunk] = []
-    current: list[Token] = []
-    skip = 0
     semicolon = TokenType.SEMICOLON
-    for i, tok in enumerate(tokens):
-        if skip:
-            skip -= 1
+    start = 0  # the current statement's first token
+    # only semicolons and two-letter tokens (T-SQL's GO) can end a statement: find them in one pass
+    for i in [i for i, tok in enumerate(tokens) if tok.token_type is semicolon or len(tok.text) == 2]:
+        if i < start:  # the count after a GO
             continue
-        if tok.token_type is semicolon:
-            _close(chunks, current)
-            current = []
-        elif len(tok.text) == 2 and (go := _batch_separator(tokens, i)) is not None:  # GO: 2 letters
-            _close(chunks, current)
-            current = []
-            skip = go
-        else:
-            current.append(tok)
-    _close(chunks, current)
+        if tokens[i].token_type is semicolon:
+            _close(chunks, tokens[start:i])
+            start = i + 1
+        elif (go := _batch_separator(tokens, i)) is not None:
+            _close(chunks, tokens[start:i])
+            start = i + 1 + go
+    _close(chunks, tokens[start:])
     return chunks
 
 
