@@ -25,6 +25,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from atlas_bridge.atlas.encoded import encode_body, entity_count
 from atlas_bridge.atlas.limits import DEFAULT_MAX_BYTES, DEFAULT_MAX_ENTITIES
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -113,7 +114,7 @@ def main(argv: list[str] | None = None) -> int:
             collector.add(json.loads(json.dumps(to_entity_records(lin, namespace=NAMESPACE))))
         collector.finish()
         scan_sizes = [
-            (len(b["entities"]), len(json.dumps(b, separators=(",", ":"))))
+            (entity_count(b), len(encode_body(b)))  # the bytes the client posts
             for b in collector.batches(args.max_entities, args.max_bytes)
         ]
     scan_per_request = sum(n for n, _ in scan_sizes) / max(len(scan_sizes), 1)
