@@ -18,7 +18,7 @@ import pytest
 from atlas_bridge.atlas.convert import TYPE_PATH, TYPE_TABLE, batches_from_records
 from atlas_bridge.atlas.encoded import EncodedBatch, as_dict, encode_body
 from atlas_bridge.atlas.sink import dumps_batch
-from atlas_bridge.bridge.extract import extract_partition
+from atlas_bridge.bridge.extract import decode_unit, extract_partition
 from atlas_bridge.bridge.inputs import discover_inputs, plan_units
 from atlas_bridge.bridge.merge import EntityCollector
 from atlas_bridge.bridge.schema import schema_index
@@ -217,7 +217,7 @@ def test_spill_groups_made_on_the_executors_give_the_same_bodies(shared_dir: Pat
     def bodies(spill_groups: bool, where: Path) -> list[bytes]:
         collector = EntityCollector(where)
         payloads = extract_partition(units, options, "bench", index, spill_groups=spill_groups)
-        units_seen = [json.loads(p) for tag, p in payloads if tag == "unit"]
+        units_seen = [decode_unit(p) for tag, p in payloads if tag == "unit"]
         assert all(("process_groups" in u) is spill_groups for u in units_seen)
         for u in units_seen:
             collector.add(u)

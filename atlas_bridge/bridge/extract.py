@@ -274,6 +274,22 @@ def _count(files: dict[str, dict[str, Any]], r: UnitResult, *, first: bool) -> N
             entry[key] = value if key not in entry else pick(entry[key], value)
 
 
+_SEP = "\x00"
+
+
+def decode_unit(payload: str) -> dict[str, Any]:
+    """A ``("unit", payload)`` of :func:`extract_partition` as records (the spill groups' texts, sent after
+    the JSON, put back in their groups)."""
+    head, sep, rest = payload.partition(_SEP)
+    records: dict[str, Any] = json.loads(head)
+    if sep:
+        texts = rest.split(_SEP)
+        records["process_groups"] = [
+            [*meta, texts[2 * k], texts[2 * k + 1]] for k, meta in enumerate(records["process_groups"])
+        ]
+    return records
+
+
 def _group_text() -> GroupText:
     """One per partition: it caches the JSON of the references it has met."""
     from atlas_bridge.atlas.convert import _DATASET_TYPES, TYPE_COLUMN
@@ -308,7 +324,16 @@ def _unit_records(r: UnitResult, options: ScanOptions, namespace: str, texts: Gr
     else:
         from atlas_bridge.bridge.bodies import process_groups
 
-        records["process_groups"] = process_groups(lines, texts)
+        groups = process_groups(lines, texts)
+        big = [text for g in groups for text in (g[4], g[5])]
+        if not any(_SEP in text for text in big):  # JSON escapes control characters: always, in practice
+            # The groups' texts after the JSON, not inside it: JSON would escape every quote in them, and
+            # the driver would unescape them again (they are most of the payload).
+            records["process_groups"] = [g[:4] for g in groups]
+            return json.dumps(records, separators=(",", ":"), ensure_ascii=False) + "".join(
+                _SEP + t for t in big
+            )
+        records["process_groups"] = groups
     records["process_ids"] = [p.id for p in lineage.processes]
     records["kinds"] = {d.id: d.kind.value for d in lineage.datasets}
     return json.dumps(records, separators=(",", ":"), ensure_ascii=False)

@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
-from atlas_bridge.bridge.extract import extract_partition
+from atlas_bridge.bridge.extract import decode_unit, extract_partition
 from atlas_bridge.bridge.inputs import partition_units
 from atlas_bridge.bridge.merge import EntityCollector
 from atlas_bridge.bridge.schema import UnitSchema, schema_index
@@ -509,7 +509,7 @@ def _merge(
     if not per_unit:
         for tag, _, payload in iters[0]:
             if tag == "unit":
-                collector.add(json.loads(payload))
+                collector.add(decode_unit(payload))
             else:
                 header(payload)  # a partition's header comes after its units
         return
@@ -520,7 +520,7 @@ def _merge(
             elif j != i:
                 continue  # a result another round replaced
             elif tag == "unit":
-                collector.add(json.loads(payload))
+                collector.add(decode_unit(payload))
             elif tag == "uhead":
                 stats.add(json.loads(payload))
                 break
