@@ -319,21 +319,19 @@ def _unit_records(r: UnitResult, options: ScanOptions, namespace: str, texts: Gr
         [rec["group"], json.dumps(rec, separators=(",", ":"), ensure_ascii=False)]
         for rec in records.pop("processes")
     ]
-    if texts is None:
-        records["process_lines"] = lines
-    else:
-        from atlas_bridge.bridge.bodies import process_groups
-
-        groups = process_groups(lines, texts)
-        big = [text for g in groups for text in (g[4], g[5])]
-        if not any(_SEP in text for text in big):  # JSON escapes control characters: always, in practice
-            # The groups' texts after the JSON, not inside it: JSON would escape every quote in them, and
-            # the driver would unescape them again (they are most of the payload).
-            records["process_groups"] = [g[:4] for g in groups]
-            return json.dumps(records, separators=(",", ":"), ensure_ascii=False) + "".join(
-                _SEP + t for t in big
-            )
-        records["process_groups"] = groups
     records["process_ids"] = [p.id for p in lineage.processes]
     records["kinds"] = {d.id: d.kind.value for d in lineage.datasets}
-    return json.dumps(records, separators=(",", ":"), ensure_ascii=False)
+    if texts is None:
+        records["process_lines"] = lines
+        return json.dumps(records, separators=(",", ":"), ensure_ascii=False)
+    from atlas_bridge.bridge.bodies import process_groups
+
+    groups = process_groups(lines, texts)
+    big = [text for g in groups for text in (g[4], g[5])]
+    if any(_SEP in text for text in big):  # never in practice: JSON escapes control characters
+        records["process_groups"] = groups
+        return json.dumps(records, separators=(",", ":"), ensure_ascii=False)
+    # The groups' texts after the JSON, not inside it: JSON would escape every quote in them, and the
+    # driver would unescape them again (they are most of the payload). See decode_unit.
+    records["process_groups"] = [g[:4] for g in groups]
+    return json.dumps(records, separators=(",", ":"), ensure_ascii=False) + "".join(_SEP + t for t in big)
