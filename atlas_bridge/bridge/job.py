@@ -381,9 +381,10 @@ class _ExtractJob:
                             )
                         yield tag, -1, payload
                         continue
-                    if tag == "schema":
+                    if tag == "schema":  # to the driver with the task's result, not kept with the rest
                         learned_acc.add([(ids[j], payload)])
-                    yield tag, ids[min(j, len(ids) - 1)], payload
+                        continue
+                    yield tag, ids[j], payload
                     if tag == "uhead":
                         statements += sum(int(f["statements"]) for f in json.loads(payload)["files"].values())
                         j += 1
@@ -429,7 +430,7 @@ def _learning_rounds(
     results: list[UnitSchema] = [UnitSchema(u.file.name) for u in units]
     lookups: list[list[TableKey]] = [[] for _ in units]
     signature: list[bytes] = [b""] * len(units)
-    used = schema_index([], job.options.schema, options.default_db)
+    used = schema_index([], options.schema, options.default_db)
 
     def absorb(
         rows: list[tuple[int, dict[str, Any]]], index: SchemaIndex, learned: list[LearnedTable]
