@@ -114,6 +114,7 @@ def child(corpus: str, master: str) -> None:
         "executor_peak_rss_mb": summary.extract.executor_max_rss_kb / 1024,
         "executor_cpu_s": summary.extract.executor_cpu_s,
         "schema_rounds": summary.extract.schema.rounds if summary.extract.schema is not None else 0,
+        "merged_ahead": summary.extract.merged_during_extraction,
     }
     print(json.dumps(out))
 
@@ -180,7 +181,8 @@ def main() -> None:
         print(
             f"local[2]: {r2['statements'] / r2['total_s'] * 60:,.0f} statements a minute (goal >= 12,000); "
             f"schema learning {r2.get('schema_s', 0.0):.1f} s ({r2['schema_rounds']} extra round(s)); driver "
-            f"after extraction (merge + convert + deliver) {serial:.1f} s; "
+            f"after extraction (merge + convert + deliver) {serial:.1f} s ({r2.get('merged_ahead', 0)} of "
+            f"{r2['partitions']} partitions merged during the extraction); "
             f"load average now {os.getloadavg()[0]:.1f} (2 cores: figures above ~2 are from a shared machine)"
         )
         print(

@@ -229,3 +229,76 @@ def test_spill_groups_made_on_the_executors_give_the_same_bodies(shared_dir: Pat
     assert counts["datasets"] > 0  # the report's figures travel too
     assert counts["column_relations"] > 0
     assert (made_there, counts) == bodies(False, tmp_path / "b")
+
+
+def _normalised(record: dict[str, Any]) -> dict[str, Any]:
+    """A record as rendering sees it: each list of references sorted, without repeats."""
+    refs = {
+        name: sorted({tuple(r) for r in v}) if v and not isinstance(v[0], str) else v
+        for name, v in record["refs"].items()
+    }
+    return {**record, "refs": refs}
+
+
+def test_a_usable_group_travels_as_its_text_alone(estates: dict[str, list[dict[str, Any]]]) -> None:
+    """Executors send a group's records only when its text cannot render it (a reference out of the
+    group); otherwise the driver rebuilds them from the text, for the few bodies that need records."""
+    from atlas_bridge.bridge.bodies import process_groups, records_from_text
+    from atlas_bridge.bridge.extract import _group_text
+
+    usable = unusable = 0
+    for unit in estates["tables"]:
+        lines = unit["process_lines"]
+        originals: dict[str, list[dict[str, Any]]] = {}
+        for group, line in lines:
+            originals.setdefault(group, []).append(json.loads(line))
+        for group, tier, _sizes, _split, text_line, records in process_groups(lines, _group_text()):
+            if json.loads(text_line.partition("\t")[0])[0]:
+                usable += 1
+                assert records == ""
+                rebuilt = records_from_text(tier, group, text_line)
+                assert [_normalised(r) for r in rebuilt] == [_normalised(r) for r in originals[group]]
+            else:
+                unusable += 1
+                assert [json.loads(x) for x in records.splitlines()] == originals[group]
+                with pytest.raises(ValueError, match="not usable"):
+                    records_from_text(tier, group, text_line)
+    assert usable > 100
+    assert unusable == 1  # the odd unit's group that references another group's process
+
+
+def test_a_packed_unit_decodes_as_its_text(shared_dir: Path, tmp_path: Path) -> None:
+    """Units travel deflated from the executors (pack_unit): the driver reads the same records."""
+    from atlas_bridge.bridge.extract import pack_unit
+
+    schema = json.loads((shared_dir / "bench" / "tpc-ds.schema.json").read_text())
+    query = json.loads((shared_dir / "bench" / "tpcds_queries.jsonl").read_text().splitlines()[0])
+    (tmp_path / "q.sql").write_text(f"CREATE TABLE bench.t AS\n{query['sql'].strip().rstrip(';')};\n")
+    options = ScanOptions(dialect="spark", schema=schema)
+    files, _ = discover_inputs([tmp_path / "q.sql"])
+    units = plan_units(files, options, ship_content=False)
+    index = schema_index([], schema, None, [])
+    made = extract_partition(units, options, "b", index, spill_groups=True)
+    payloads = [p for tag, p in made if tag == "unit"]
+    assert payloads
+    for p in payloads:
+        packed = pack_unit(p)
+        assert len(packed) * 5 < len(p.encode("utf-8"))
+        assert decode_unit(packed) == decode_unit(p)
+
+
+def test_a_reset_collector_is_a_new_one(estates: dict[str, list[dict[str, Any]]], tmp_path: Path) -> None:
+    """A merge that ran ahead is dropped (the learned schema sent units to a second round): nothing of it
+    stays, in memory or in the spill."""
+    estate = estates["a path"]
+    fresh = EntityCollector(tmp_path / "fresh")
+    reused = EntityCollector(tmp_path / "reused")
+    for p in estate[:2]:
+        reused.add(json.loads(json.dumps(p)))
+    reused.reset()
+    for c in (fresh, reused):
+        for p in estate[2:]:
+            c.add(json.loads(json.dumps(p)))
+        c.finish()
+    assert reused.counts() == fresh.counts()
+    assert [encode_body(b) for b in reused.batches(500)] == [encode_body(b) for b in fresh.batches(500)]

@@ -85,8 +85,7 @@ def cut_groups(groups: Iterable[Group], max_entities: int, max_bytes: int | None
 def record_size(record: Mapping[str, Any], text_length: int) -> int:
     """The size bound of a record's entity in a body, from the length of its JSON (``convert._stream_size``
     of the entity ``convert._entity_of`` makes)."""
-    count = sum(1 if v and isinstance(v[0], str) else len(v) for v in record["refs"].values())
-    return text_length + ENTITY_BYTES + REF_BYTES * count
+    return text_length + ENTITY_BYTES + REF_BYTES * reference_count(record["refs"])
 
 
 class GroupText:
@@ -216,12 +215,17 @@ class GroupText:
         return dumps([int(usable), dsrefs, names, holes]) + "\t" + ("".join(parts) if usable else "")
 
 
+_USABLE = "[1,"
+"""How a usable group's text line starts (see :meth:`GroupText.line`)."""
+
+
 def process_groups(
     lines: Iterable[tuple[str, str]] | Iterable[list[str]], texts: GroupText
 ) -> list[list[Any]]:
     """A unit's process tier as spill groups: ``[group, tier, sizes, split, text line, records]`` for each run
-    of records of one owner, ``records`` their JSON as given, one a line. Pure (the driver makes them from
-    the executors' ``process_lines``; executors could send them made)."""
+    of records of one owner, ``records`` their JSON as given, one a line, or ``""`` when the text line is
+    usable (:func:`records_from_text` gives them back: they were a third of what executors sent). Pure
+    (executors make them; the driver too, from ``process_lines``)."""
     out: list[list[Any]] = []
     run: list[dict[str, Any]] = []
     texts_of_run: list[str] = []
@@ -230,8 +234,10 @@ def process_groups(
         owner = run[0]
         split = owner["qualifiedName"] == owner["group"] and any(k in owner["refs"] for k in CHILD_ARRAYS)
         sizes = [record_size(r, len(x) + 1) for r, x in zip(run, texts_of_run, strict=True)]
-        records = "\n".join(texts_of_run) + "\n"
-        out.append([owner["group"], owner["tier"], sizes, int(split), texts.line(run), records])
+        line = texts.line(run)
+        # A usable text holds the records too (records_from_text): they travel only when it is not.
+        records = "" if line.startswith(_USABLE) else "\n".join(texts_of_run) + "\n"
+        out.append([owner["group"], owner["tier"], sizes, int(split), line, records])
 
     for _, line in lines:
         rec = loads(line)
@@ -268,3 +274,41 @@ def render_records(
         texts.append(table.entity_text(key[0], guid, attrs, rels, wanted, local, local_datasets))
         names.append((guid, key[0], key[1]))
     return texts, names, counter
+
+
+def records_from_text(tier: int, group: str, line: str) -> list[dict[str, Any]]:
+    """A usable group's records back from its text line (a body that needs records: one holding datasets,
+    part of a split group, a dataset retyped by the merge). Rendered as :func:`render_records` renders
+    them, they give the same bytes as the records the executor made: rendering sorts attributes and
+    references and drops repeats, and the text was made from those records by the same rules."""
+    info, _, text = line.partition("\t")
+    usable, _, names, holes = loads(info)
+    if not usable:
+        msg = f"group {group!r}: its text line is not usable, its records are needed"
+        raise ValueError(msg)
+    entities = loads("[" + text.rstrip("\n") % ((0,) * len(holes)) + "]")
+    out: list[dict[str, Any]] = []
+    for (type_name, qualified_name), entity in zip(names, entities, strict=True):
+        refs: dict[str, Any] = {}
+        for name, value in entity.get("relationshipAttributes", {}).items():
+            refs[name] = [_ref_of(v) for v in value] if isinstance(value, list) else _ref_of(value)
+        out.append(
+            {
+                "tier": tier,
+                "group": group,
+                "typeName": type_name,
+                "qualifiedName": qualified_name,
+                "attributes": entity["attributes"],
+                "refs": refs,
+            }
+        )
+    return out
+
+
+def _ref_of(ref: Mapping[str, Any]) -> list[str]:
+    return [ref["typeName"], ref["uniqueAttributes"]["qualifiedName"], ref["relationshipType"]]
+
+
+def reference_count(refs: Mapping[str, Any]) -> int:
+    """How many references a record holds (as :func:`record_size` counts them)."""
+    return sum(1 if v and isinstance(v[0], str) else len(v) for v in refs.values())

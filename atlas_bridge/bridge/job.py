@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
-from atlas_bridge.bridge.extract import decode_unit, extract_partition
+from atlas_bridge.bridge.extract import decode_unit, extract_partition, pack_unit
 from atlas_bridge.bridge.inputs import partition_units
 from atlas_bridge.bridge.merge import EntityCollector
 from atlas_bridge.bridge.schema import UnitSchema, schema_index
@@ -44,6 +44,11 @@ def spark_session(master: str | None = None, *, app_name: str = "atlas-bridge-sc
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     builder = SparkSession.builder.master(master).appName(app_name)
     builder = builder.config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
+    # Pools scheduled fairly: the merge's reads of finished partitions (a pool of their own, see
+    # _MergeAhead) take the next free core instead of waiting for the extraction job's last task.
+    builder = builder.config("spark.scheduler.mode", "FAIR").config(
+        "spark.scheduler.allocation.file", _pools_file()
+    )
     level = os.environ.get("ATLAS_BRIDGE_SPARK_LOG", "WARN").upper()
     if level in _QUIET_LEVELS and not os.environ.get("SPARK_CONF_DIR"):
         # Spark's start-up WARN lines (loopback hostname, native-hadoop...) come before setLogLevel can
@@ -68,16 +73,33 @@ appender.console.layout.pattern = %d{{yy/MM/dd HH:mm:ss}} %p %c{{1}}: %m%n%ex
 
 
 def _log4j2(level: str) -> str:
-    # One file per user: the shared temp folder may hold another user's copy, unreadable to this one
-    # (Spark then falls back to its WARN-level defaults).
+    return _config_file(f"log4j2-{level.lower()}.properties", _LOG4J2.format(level=level.lower()))
+
+
+def _config_file(name: str, text: str) -> str:
+    """A configuration file Spark reads at start, in the temp folder. One per user: the shared folder may
+    hold another user's copy, unreadable to this one (Spark then falls back to its defaults)."""
     user = os.getuid() if hasattr(os, "getuid") else "u"
-    path = Path(tempfile.gettempdir()) / f"atlas-bridge-{user}-log4j2-{level.lower()}.properties"
-    if not (path.is_file() and os.access(path, os.R_OK)):
+    path = Path(tempfile.gettempdir()) / f"atlas-bridge-{user}-{name}"
+    if not (path.is_file() and os.access(path, os.R_OK) and path.read_text(encoding="utf-8") == text):
         fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(_LOG4J2.format(level=level.lower()))
+            fh.write(text)
         os.replace(tmp, path)
     return str(path)
+
+
+_POOLS = """<?xml version="1.0"?>
+<allocations>
+  <pool name="default"><schedulingMode>FIFO</schedulingMode><weight>1</weight><minShare>0</minShare></pool>
+  <pool name="{merge}"><schedulingMode>FIFO</schedulingMode><weight>1</weight><minShare>1</minShare></pool>
+</allocations>
+"""
+
+
+def _pools_file() -> str:
+    """The scheduler pools (a file Spark reads at start)."""
+    return _config_file("pools.xml", _POOLS.format(merge=MERGE_POOL))
 
 
 def running_session() -> SparkSession | None:
@@ -118,6 +140,8 @@ class ExtractStats:
     partitions: int = 0
     extract_s: float = 0.0
     merge_s: float = 0.0
+    merged_during_extraction: int = 0
+    """Partitions merged while the extraction job still ran (:class:`_MergeAhead`)."""
     schema: SchemaStats | None = None
     """The schema learned before extraction (None: not learned)."""
 
@@ -140,6 +164,13 @@ class ExtractStats:
         self.problems.extend(Problem.model_validate(p) for p in header["problems"])
         self.executor_max_rss_kb = max(self.executor_max_rss_kb, int(header.get("max_rss_kb", 0)))
         self.executor_cpu_s += float(header.get("cpu_s", 0.0))
+
+    def absorb(self, other: ExtractStats) -> None:
+        """Take in what a merge gathered into ``other``: files, problems, the executors' figures."""
+        self.add({"files": other.files, "problems": []})
+        self.problems.extend(other.problems)
+        self.executor_max_rss_kb = max(self.executor_max_rss_kb, other.executor_max_rss_kb)
+        self.executor_cpu_s += other.executor_cpu_s
 
 
 def _partitions(
@@ -261,32 +292,52 @@ def extract_entities(
         n += len(group)
     job = _ExtractJob(spark, options, namespace, per_unit=learn)
     rounds: list[Any] = []
+    ahead = _MergeAhead(sc, collector, len(units), per_unit=learn)
     try:
         t0 = time.perf_counter()
         first = job.start(
-            pairs, list(learned or ()), list(unordered), progress=progress, total_units=len(units)
+            pairs,
+            list(learned or ()),
+            list(unordered),
+            progress=progress,
+            total_units=len(units),
+            ahead=ahead,
         )
         rounds.append(first)
         final = [0] * len(units)
         if learn:
             stats.schema = SchemaStats()
-            _learning_rounds(job, first, pairs, units, options, final, rounds, stats.schema)
+            _learning_rounds(
+                job, first, pairs, units, options, final, rounds, stats.schema, on_redo=ahead.cancel
+            )
         stats.extract_s = time.perf_counter() - t0
 
         t0 = time.perf_counter()
-        _merge(rounds, final, len(groups), collector, stats, progress, per_unit=learn)
+        if len(rounds) == 1:  # what was merged ahead is final
+            ahead.finish(progress)
+            stats.absorb(ahead.stats)
+            stats.merged_during_extraction = ahead.during_job
+        else:  # some units were extracted again: merge each unit's last results, from the start
+            ahead.cancel()
+            collector.reset()
+            iters = [iter(r.rdd.toLocalIterator(prefetchPartitions=True)) for r in rounds]
+            _merge(iters, final, len(groups), collector, stats, progress, per_unit=learn)
         collector.finish()
         stats.merge_s = time.perf_counter() - t0
     finally:
+        ahead.cancel()
         for r in rounds:
             r.release()
     counts = collector.counts()
     logger.info(
-        "extracted %d statement(s) from %d file(s) in %.1fs; merged in %.1fs: %d dataset(s), %d process(es)",
+        "extracted %d statement(s) from %d file(s) in %.1fs; merged in %.1fs more (%d of %d partition(s) "
+        "while extracting): %d dataset(s), %d process(es)",
         stats.statements,
         len(stats.files),
         stats.extract_s,
         stats.merge_s,
+        stats.merged_during_extraction,
+        stats.partitions,
         counts["datasets"],
         counts["processes"],
     )
@@ -308,10 +359,18 @@ class _ListParam:
 class _Round:
     """One extraction job's results, kept by Spark (memory, then disk) until merged."""
 
-    def __init__(self, rdd: Any, broadcast: Any, schema: Any) -> None:
+    def __init__(self, rdd: Any, broadcast: Any, schema: Any, finished: Any, partitions: int) -> None:
         self.rdd = rdd
         self.broadcast = broadcast
         self._schema = schema
+        self._finished = finished
+        self.partitions = partitions
+        self.complete = threading.Event()
+        """The job has ended: every partition's results are kept."""
+
+    def finished(self, part: int) -> bool:
+        """Whether the partition's task has ended (its results kept), as the task results arrive."""
+        return self.complete.is_set() or part in self._finished.value
 
     def schema_results(self) -> list[tuple[int, dict[str, Any]]]:
         """Each unit's ``schema`` entry (small: tables defined, look-ups). They reach the driver with the
@@ -343,7 +402,9 @@ class _ExtractJob:
         *,
         progress: Progress | None = None,
         total_units: int = 0,
+        ahead: _MergeAhead | None = None,
     ) -> _Round:
+        """Run one extraction job; with ``ahead``, its partitions are merged as they finish."""
         from pyspark import StorageLevel
 
         sc = self.spark.sparkContext
@@ -363,8 +424,9 @@ class _ExtractJob:
         done_bytes = sc.accumulator(0)
         total_bytes = sum(_unit_bytes(u) for group in pairs for _, u in group)
         learned_acc: Any = sc.accumulator([], cast(Any, _ListParam()))
+        finished_acc: Any = sc.accumulator([], cast(Any, _ListParam()))
 
-        def run(items: Iterable[list[tuple[int, WorkUnit]]]) -> Iterator[tuple[str, int, str]]:
+        def run(part: int, items: Iterable[list[tuple[int, WorkUnit]]]) -> Iterator[tuple[str, int, Any]]:
             index = _worker_index(bc) if bc is not None else None
             for group in items:
                 statements = 0
@@ -384,25 +446,38 @@ class _ExtractJob:
                     if tag == "schema":  # to the driver with the task's result, not kept with the rest
                         learned_acc.add([(ids[j], payload)])
                         continue
-                    yield tag, ids[j], payload
+                    yield tag, ids[j], pack_unit(payload) if tag == "unit" else payload
                     if tag == "uhead":
                         statements += sum(int(f["statements"]) for f in json.loads(payload)["files"].values())
                         j += 1
                 done_statements.add(statements)
                 done_bytes.add(sum(_unit_bytes(u) for u in work))
+            finished_acc.add([part])  # its results are kept by now: the task ends after its last row
 
-        rdd = sc.parallelize(pairs, len(pairs)).mapPartitions(run).persist(StorageLevel.MEMORY_AND_DISK)
+        rdd = (
+            sc.parallelize(pairs, len(pairs))
+            .mapPartitionsWithIndex(run)
+            .persist(StorageLevel.MEMORY_AND_DISK)
+        )
+        r = _Round(rdd, bc, learned_acc, finished_acc, len(pairs))
+        if ahead is not None:
+            ahead.start(r)
         sc.setJobDescription(f"atlas-bridge scan: extract lineage from {total_units} input(s)")
         counted = (lambda: int(done_statements.value), lambda: int(done_bytes.value), total_bytes)
         try:
             with _ProgressTracker(self.spark, len(pairs), progress, counted):
                 rdd.count()
         except BaseException:
+            if ahead is not None:
+                ahead.cancel()
             rdd.unpersist()
             raise
         finally:
             sc.setJobDescription(None)  # type: ignore[arg-type]  # None clears it
-        return _Round(rdd, bc, learned_acc)
+        r.complete.set()
+        if ahead is not None:
+            ahead.during_job = ahead.merged
+        return r
 
 
 def _learning_rounds(
@@ -414,6 +489,8 @@ def _learning_rounds(
     final: list[int],
     rounds: list[_Round],
     stats: SchemaStats,
+    *,
+    on_redo: Callable[[], None] | None = None,
 ) -> None:
     """Learn the schema from the units' own results; extract again the units it would change.
 
@@ -453,6 +530,8 @@ def _learning_rounds(
         ]
         if not redo:
             break
+        if on_redo is not None and not stats.rounds:
+            on_redo()  # what was merged so far is dropped: stop merging ahead
         stats.rounds += 1
         stats.pending += len(redo)
         wanted = set(redo)
@@ -485,8 +564,99 @@ def _signature(index: SchemaIndex, keys: Sequence[TableKey], learned: Sequence[L
     return hashlib.blake2b(repr(answers).encode("utf-8"), digest_size=16).digest()
 
 
+class _MergeAhead:
+    """Folds the first round's partitions into the collector in order, each as soon as its task has ended,
+    while the extraction job still runs: the driver's merge takes the time a core is idle instead of
+    following the job. The reads run in a scheduler pool of their own (the scan's session schedules
+    pools fairly), so they do not wait for the job's last task. Speculative: when the learned schema
+    sends some units to a second round, the caller cancels it, resets the collector and merges again."""
+
+    def __init__(self, sc: Any, collector: EntityCollector, units: int, *, per_unit: bool) -> None:
+        self._sc = sc
+        self._collector = collector
+        self._units = units
+        self._per_unit = per_unit
+        self.stats = ExtractStats()
+        self.merged = 0
+        """Partitions folded so far."""
+        self.during_job = 0
+        """Partitions folded before the job ended."""
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._round: _Round | None = None
+        self._error: BaseException | None = None
+        self._group = f"atlas-bridge-merge-{id(self):x}"
+
+    def start(self, r: _Round) -> None:
+        self._round = r
+        self._thread = threading.Thread(target=self._run, name="atlas-bridge-merge", daemon=True)
+        self._thread.start()
+
+    def _rows(self) -> Iterator[tuple[str, int, Any]]:
+        r = self._round
+        assert r is not None
+        for part in range(r.partitions):
+            while not r.finished(part):
+                if self._stop.wait(_POLL_S):
+                    raise _Cancelled
+            if self._stop.is_set():
+                raise _Cancelled
+            yield from self._sc.runJob(r.rdd, _rows_of, [part])
+            self.merged += 1
+
+    def _run(self) -> None:
+        self._sc.setLocalProperty("spark.scheduler.pool", MERGE_POOL)
+        self._sc.setJobGroup(self._group, "atlas-bridge scan: merge the extracted lineage")
+        try:
+            units, stats = [0] * self._units, self.stats
+            _merge([self._rows()], units, 0, self._collector, stats, None, per_unit=self._per_unit)
+        except _Cancelled:
+            pass
+        except BaseException as e:  # handed to the caller in finish()
+            self._error = e
+
+    def finish(self, progress: Progress | None) -> None:
+        """Wait for the merge to end (the job has); its error, if any, is the caller's."""
+        assert self._thread is not None
+        assert self._round is not None
+        total = self._round.partitions
+        while self._thread.is_alive():
+            if progress is not None:
+                progress("merge", self.merged, total)
+            self._thread.join(_POLL_S * 10)
+        if self._error is not None:
+            raise self._error
+        if progress is not None:
+            progress("merge", self.merged, total)
+
+    def cancel(self) -> None:
+        """Stop at the next partition (a read under way ends first, or fails with the job)."""
+        self._stop.set()
+        thread = self._thread
+        if thread is None or not thread.is_alive():
+            return
+        try:
+            self._sc.cancelJobGroup(self._group)
+        except Exception:  # the context may be stopping (Ctrl-C): the read then fails by itself
+            logger.debug("cancelling the merge reads failed", exc_info=True)
+        thread.join(_CANCEL_WAIT_S)
+
+
+class _Cancelled(Exception):
+    pass
+
+
+MERGE_POOL = "atlas-bridge-merge"
+_POLL_S = 0.05
+_CANCEL_WAIT_S = 10.0
+
+
+def _rows_of(rows: Iterable[Any]) -> Iterable[Any]:
+    return rows
+
+
 def _merge(
-    rounds: list[_Round],
+    iters: list[Iterator[tuple[str, int, Any]]],
     final: list[int],
     partitions: int,
     collector: EntityCollector,
@@ -497,7 +667,6 @@ def _merge(
 ) -> None:
     """Stream each unit's final results into the collector in unit order (several rounds: each round's
     results read in order at the same time, a unit taken from the round that counts for it)."""
-    iters = [iter(r.rdd.toLocalIterator()) for r in rounds]
     headers = 0
 
     def header(payload: str) -> None:

@@ -13,11 +13,15 @@ from atlas_bridge.atlas.encoded import EncodedBatch, RefTable, body_text, dumps,
 from atlas_bridge.atlas.limits import DEFAULT_MAX_BYTES
 from atlas_bridge.bridge.bodies import (
     CHILD_ARRAYS,
+    ENTITY_BYTES,
+    REF_BYTES,
     Group,
     GroupText,
     cut_groups,
     process_groups,
     record_size,
+    records_from_text,
+    reference_count,
     render_records,
 )
 from atlas_bridge.model import Lineage, Relation
@@ -114,6 +118,11 @@ class EntityCollector:
                 self._process_relations[pid] = int(records.get("relations", {}).get(pid, 0))
         self._loose_relations.update(records.get("loose_relations", ()))
 
+    def reset(self) -> None:
+        """Empty again (spill files truncated): a merge that ran ahead is dropped for another."""
+        self.close()
+        self.__init__(self._dir)  # type: ignore[misc]
+
     def close(self) -> None:
         """Close the spill files (a run that failed before :meth:`finish`)."""
         if self._fhs is not None:
@@ -171,11 +180,24 @@ class EntityCollector:
         """
 
         yield from self._dataset_records()
-        with open(self._records_path, encoding="utf-8") as fh:
-            for line in fh:
-                record = loads(line)
-                record["nbytes"] = len(line)  # the text's size bounds the entity's (see convert)
-                yield record
+        with open(self._records_path, "rb") as raw:
+            for g in self._all_groups(True):
+                if g.tier == 1:
+                    continue
+                for record, size in zip(self._process_records(g, raw), g.sizes, strict=True):
+                    # The size of its JSON as the executor wrote it bounds the entity's (see convert).
+                    record["nbytes"] = size - ENTITY_BYTES - REF_BYTES * reference_count(record["refs"])
+                    yield record
+
+    @staticmethod
+    def _process_records(g: Group, raw: Any) -> list[dict[str, Any]]:
+        """A process group's records: from the records file, or back from its text when it is usable (then
+        only the text was sent, see :func:`process_groups`)."""
+        line, offset, length = g.data
+        if not length:
+            return records_from_text(g.tier, g.group, line)
+        raw.seek(offset)
+        return [loads(x) for x in raw.read(length).decode("utf-8").split("\n") if x]
 
     def _dataset_records(self) -> Iterator[dict[str, Any]]:
         """The dataset tier's records in delivery order (each with ``nbytes``, see :meth:`records`)."""
@@ -284,11 +306,7 @@ class EntityCollector:
         with open(self._records_path, "rb") as raw:
 
             def records_of(g: Group) -> list[dict[str, Any]]:
-                if g.tier == 1:
-                    return list(g.data)
-                _, offset, length = g.data
-                raw.seek(offset)
-                return [loads(x) for x in raw.read(length).decode("utf-8").split("\n") if x]
+                return list(g.data) if g.tier == 1 else self._process_records(g, raw)
 
             for chunk in cut_groups(self._all_groups(True), max_entities, max_bytes):
                 split_lines = [g.data[0].partition("\t") if g.tier != 1 else None for g, _, _ in chunk]

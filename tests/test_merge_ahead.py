@@ -1,0 +1,134 @@
+"""The driver merges the first round's partitions while the extraction job runs (``job._MergeAhead``):
+in partition order, each only once its task has ended, stopped at once when the schema learned sends
+units to a second round. Spark's side is a fake here (the scan tests run the real one)."""
+
+from __future__ import annotations
+
+import json
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from atlas_bridge.bridge.job import ExtractStats, _MergeAhead
+from atlas_bridge.bridge.merge import EntityCollector
+
+WAIT_S = 10.0  # a bound, never a pause: every wait below ends as soon as its event is set
+
+
+def _rows(part: int) -> list[tuple[str, int, Any]]:
+    """Partition ``part`` holds unit ``part``: its records, its file counts, then the partition header."""
+    column = f"db.t{part}.c@ns"
+    unit = {
+        "datasets": [
+            {
+                "tier": 1,
+                "group": f"db.t{part}@ns",
+                "typeName": "atlas_bridge_column",
+                "qualifiedName": column,
+                "attributes": {"qualifiedName": column, "name": "c"},
+                "refs": {},
+            }
+        ],
+        "process_lines": [],
+        "unused": [],
+        "kinds": {f"t{part}": "table"},
+    }
+    files = {f"f{part}.sql": {"kind": "sql", "statements": part + 1, "units": 1, "users": []}}
+    header = {"files": {}, "problems": [], "max_rss_kb": 100 + part, "cpu_s": 0.5}
+    return [
+        ("unit", part, json.dumps(unit)),
+        ("uhead", part, json.dumps({"files": files, "problems": []})),
+        ("header", -1, json.dumps(header)),
+    ]
+
+
+class _Round:
+    def __init__(self, partitions: int) -> None:
+        self.partitions = partitions
+        self.rdd = object()
+        self.done: set[int] = set()
+        self.complete = threading.Event()
+
+    def finished(self, part: int) -> bool:
+        return self.complete.is_set() or part in self.done
+
+
+class _Context:
+    def __init__(self, r: _Round, fail_on: int | None = None) -> None:
+        self.round = r
+        self.reads: list[int] = []
+        self.early: list[int] = []  # reads of a partition whose task had not ended
+        self.read = {p: threading.Event() for p in range(r.partitions)}
+        self.cancelled: list[str] = []
+        self.groups: list[str] = []
+        self.fail_on = fail_on
+
+    def setLocalProperty(self, key: str, value: str) -> None:  # PySpark's names
+        pass
+
+    def setJobGroup(self, group: str, description: str) -> None:
+        self.groups.append(group)
+
+    def cancelJobGroup(self, group: str) -> None:
+        self.cancelled.append(group)
+
+    def runJob(self, rdd: Any, fn: Any, parts: list[int]) -> list[Any]:
+        (part,) = parts
+        if not self.round.finished(part):
+            self.early.append(part)
+        self.reads.append(part)
+        self.read[part].set()
+        if part == self.fail_on:
+            raise RuntimeError("the read failed")
+        return list(fn(iter(_rows(part))))
+
+
+def test_partitions_are_merged_in_order_each_once_its_task_has_ended(tmp_path: Path) -> None:
+    r = _Round(3)
+    sc = _Context(r)
+    collector = EntityCollector(tmp_path / "spill")
+    ahead = _MergeAhead(sc, collector, 3, per_unit=True)
+    r.done.add(1)  # partition 1 ends first: it waits for partition 0
+    ahead.start(r)  # type: ignore[arg-type]
+    r.done.add(0)
+    assert sc.read[1].wait(WAIT_S)
+    assert sc.reads == [0, 1]
+    r.complete.set()  # the job ended: partition 2 is kept too
+    ahead.finish(None)
+    assert sc.reads == [0, 1, 2]
+    assert sc.early == []
+    stats = ExtractStats()
+    stats.absorb(ahead.stats)
+    assert stats.statements == 1 + 2 + 3
+    assert sorted(stats.files) == ["f0.sql", "f1.sql", "f2.sql"]
+    assert stats.executor_max_rss_kb == 102
+    assert stats.executor_cpu_s == pytest.approx(1.5)
+    collector.finish()
+    assert collector.counts()["datasets"] == 3
+
+
+def test_a_cancelled_merge_stops_at_the_next_partition(tmp_path: Path) -> None:
+    r = _Round(3)
+    sc = _Context(r)
+    ahead = _MergeAhead(sc, EntityCollector(tmp_path / "spill"), 3, per_unit=True)
+    r.done.add(0)
+    ahead.start(r)  # type: ignore[arg-type]
+    assert sc.read[0].wait(WAIT_S)
+    ahead.cancel()
+    assert sc.cancelled == sc.groups  # its reads under way are cancelled with their job group
+    r.done.update((1, 2))
+    assert sc.reads == [0]
+    ahead.cancel()  # again: nothing left to stop
+
+
+def test_a_failed_read_is_the_callers_error(tmp_path: Path) -> None:
+    r = _Round(2)
+    sc = _Context(r, fail_on=1)
+    ahead = _MergeAhead(sc, EntityCollector(tmp_path / "spill"), 2, per_unit=True)
+    ahead.start(r)  # type: ignore[arg-type]
+    r.complete.set()
+    with pytest.raises(RuntimeError, match="the read failed"):
+        ahead.finish(None)
+    assert sc.reads == [0, 1]
