@@ -556,7 +556,7 @@ def _build(
     for (pqn, out_qn, dep), cl in col_lineage.items():
         # A column is never its own source (MERGE ... ON t.id = s.id makes t.id restrict the rows written
         # into t.id): Atlas would draw a loop. What is left with no source at all is not sent.
-        cl.inputs = {i for i in cl.inputs if i.qualified_name != out_qn}
+        cl.inputs.discard(_Ref(TYPE_COLUMN, out_qn, REL_INPUTS))  # every input is a column_ref
         if not cl.inputs and not cl.table_inputs:
             continue
         qn = naming.column_lineage_qualified_name(pqn, out_qn, dep, namespace)

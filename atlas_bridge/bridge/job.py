@@ -372,12 +372,15 @@ class _Round:
         """Whether the partition's task has ended (its results kept), as the task results arrive."""
         return self.complete.is_set() or part in self._finished.value
 
-    def schema_results(self) -> list[tuple[int, dict[str, Any]]]:
-        """Each unit's ``schema`` entry (small: tables defined, look-ups). They reach the driver with the
-        task results (an accumulator), so the kept results are not read again for them; a task run twice
-        adds its units twice, with the same content."""
+    def schema_results(self) -> Iterator[tuple[int, dict[str, Any]]]:
+        """Each unit's ``schema`` entry (tables defined, look-ups), in unit order; read once (the texts are
+        let go as they are read: they add up to tens of KB a unit). They reach the driver with the task
+        results (an accumulator), so the kept results are not read again for them; a task run twice adds
+        its units twice, with the same content."""
         rows = dict(self._schema.value)
-        return [(i, json.loads(rows[i])) for i in sorted(rows)]
+        self._schema.value = []
+        for i in sorted(rows):
+            yield i, json.loads(rows.pop(i))
 
     def release(self) -> None:
         self.rdd.unpersist()
@@ -510,7 +513,7 @@ def _learning_rounds(
     used = schema_index([], options.schema, options.default_db)
 
     def absorb(
-        rows: list[tuple[int, dict[str, Any]]], index: SchemaIndex, learned: list[LearnedTable]
+        rows: Iterable[tuple[int, dict[str, Any]]], index: SchemaIndex, learned: list[LearnedTable]
     ) -> None:
         for i, entry in rows:
             tables = tuple(
