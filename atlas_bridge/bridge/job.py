@@ -512,16 +512,24 @@ def _learning_rounds(
     signature: list[bytes] = [b""] * len(units)
     used = schema_index([], options.schema, options.default_db)
 
+    # Units that define or read the same tables (one job checked in many places) share one copy of each
+    # definition and key: what is kept per unit is then a few pointers, and the driver stays flat.
+    shared: dict[Any, Any] = {}
+
+    def one(value: Any) -> Any:
+        return shared.setdefault(value, value)
+
     def absorb(
         rows: Iterable[tuple[int, dict[str, Any]]], index: SchemaIndex, learned: list[LearnedTable]
     ) -> None:
         for i, entry in rows:
-            tables = tuple(
-                (t[0], t[1], t[2], [(str(c), None if ty is None else str(ty)) for c, ty in t[3]])
-                for t in entry["tables"]
-            )
-            results[i] = UnitSchema(units[i].file.name, tables, rank=int(entry["rank"]))
-            lookups[i] = [(k[0], k[1], k[2]) for k in entry["lookups"]]
+            tables = []
+            for t in entry["tables"]:
+                columns = tuple((str(c), None if ty is None else str(ty)) for c, ty in t[3])
+                key = one((t[0], t[1], t[2], columns))
+                tables.append(shared.setdefault(("table", key), (key[0], key[1], key[2], list(columns))))
+            results[i] = UnitSchema(units[i].file.name, tuple(tables), rank=int(entry["rank"]))
+            lookups[i] = [one((k[0], k[1], k[2])) for k in entry["lookups"]]
             signature[i] = _signature(index, lookups[i], learned)
 
     absorb(first.schema_results(), used, [])
