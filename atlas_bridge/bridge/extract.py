@@ -17,7 +17,7 @@ from atlas_bridge.bridge.querylog import read_query_log
 from atlas_bridge.bridge.types import InputKind, ScanOptions, UnitResult, WorkUnit
 from atlas_bridge.errors import AtlasBridgeError
 from atlas_bridge.extractors.sql.schema import LearnedTable, SchemaIndex, TableKey
-from atlas_bridge.model import ExtractionResult, Lineage, Problem, merge_lineage
+from atlas_bridge.model import ExtractionResult, Lineage, PausedGC, Problem, merge_lineage
 
 if TYPE_CHECKING:
     from atlas_bridge.bridge.bodies import GroupText
@@ -244,7 +244,9 @@ def extract_partition(
             problems.extend(r.problems)
             defines.extend(r.defines)
             lookups.update(dict.fromkeys(r.lookups))
-            yield "unit", _unit_records(r, options, namespace, texts)
+            with PausedGC():  # conversion builds many objects that all live until the unit is sent
+                records = _unit_records(r, options, namespace, texts)
+            yield "unit", records
         if per_unit:
             rank = 0
             if unit.file.kind == InputKind.SQLFLOW:  # its CREATE processes' targets teach, SQL DDL wins

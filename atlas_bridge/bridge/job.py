@@ -22,7 +22,7 @@ from atlas_bridge.bridge.schema import UnitSchema, schema_index
 from atlas_bridge.bridge.types import Progress, ScanOptions, WorkUnit
 from atlas_bridge.errors import ConfigError
 from atlas_bridge.extractors.sql.schema import OVERFLOW, LearnedTable, SchemaIndex, TableKey
-from atlas_bridge.model import Problem
+from atlas_bridge.model import PausedGC, Problem
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -690,7 +690,7 @@ def _merge(
     if not per_unit:
         for tag, _, payload in iters[0]:
             if tag == "unit":
-                collector.add(decode_unit(payload))
+                _fold(collector, payload)
             else:
                 header(payload)  # a partition's header comes after its units
         return
@@ -701,7 +701,7 @@ def _merge(
             elif j != i:
                 continue  # a result another round replaced
             elif tag == "unit":
-                collector.add(decode_unit(payload))
+                _fold(collector, payload)
             elif tag == "uhead":
                 stats.add(json.loads(payload))
                 break
@@ -709,6 +709,11 @@ def _merge(
         for tag, _, payload in it:
             if tag == "header":
                 header(payload)
+
+
+def _fold(collector: EntityCollector, payload: str | bytes) -> None:
+    with PausedGC():  # a unit's records: thousands of small objects, alive until folded
+        collector.add(decode_unit(payload))
 
 
 def _unit_bytes(unit: WorkUnit) -> int:

@@ -17,6 +17,7 @@ from atlas_bridge.bridge.bodies import (
     REF_BYTES,
     Group,
     GroupText,
+    Item,
     cut_groups,
     process_groups,
     record_size,
@@ -24,7 +25,7 @@ from atlas_bridge.bridge.bodies import (
     reference_count,
     render_records,
 )
-from atlas_bridge.model import Lineage, Relation
+from atlas_bridge.model import Lineage, PausedGC, Relation
 
 logger = logging.getLogger(__name__)
 
@@ -154,7 +155,8 @@ class EntityCollector:
             msg = f"max_entities must be at least 1, not {max_entities}"
             raise ValueError(msg)
         self.finish()
-        return sum(1 for _ in cut_groups(self._all_groups(False), max_entities, max_bytes))
+        with PausedGC():
+            return sum(1 for _ in cut_groups(self._all_groups(False), max_entities, max_bytes))
 
     def counts(self) -> dict[str, int]:
         """Headline numbers for the report, as :func:`lineage_counts` gives them for a merged lineage."""
@@ -308,7 +310,8 @@ class EntityCollector:
             def records_of(g: Group) -> list[dict[str, Any]]:
                 return list(g.data) if g.tier == 1 else self._process_records(g, raw)
 
-            for chunk in cut_groups(self._all_groups(True), max_entities, max_bytes):
+            def body(chunk: list[Item]) -> EncodedBatch:
+                nonlocal counter
                 split_lines = [g.data[0].partition("\t") if g.tier != 1 else None for g, _, _ in chunk]
                 lines = [loads(x[0]) if x is not None else None for x in split_lines]
                 fast = all(
@@ -345,7 +348,18 @@ class EntityCollector:
                                 )
                             items.append((recs[j], first))
                     texts, names, counter = render_records(items, counter, table)
-                yield EncodedBatch(body_text(texts), names)
+                return EncodedBatch(body_text(texts), names)
+
+            # Python's cyclic collector paused while a body is made (thousands of small objects, all alive
+            # until the body is done), never while the caller sends it.
+            chunks = cut_groups(self._all_groups(True), max_entities, max_bytes)
+            while True:
+                with PausedGC():
+                    chunk = next(chunks, None)
+                    batch = None if chunk is None else body(chunk)
+                if batch is None:
+                    return
+                yield batch
 
 
 def distinct_relations(parts: Iterable[Lineage], *, strip_spans: bool = False) -> Iterator[Lineage]:
