@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -47,25 +48,42 @@ def _rows(part: int) -> list[tuple[str, int, Any]]:
 class _Round:
     def __init__(self, partitions: int) -> None:
         self.partitions = partitions
-        self.rdd = object()
         self.done: set[int] = set()
         self.complete = threading.Event()
+        self.rdd: _Results | None = None
 
     def finished(self, part: int) -> bool:
         return self.complete.is_set() or part in self.done
 
 
-class _Context:
+class _Results:
+    """The kept results, read as PySpark's ``toLocalIterator`` reads them: a partition is asked for (a job
+    of its own) when the caller wants the row after the previous partition's last one."""
+
     def __init__(self, r: _Round, fail_on: int | None = None) -> None:
         self.round = r
         self.reads: list[int] = []
         self.early: list[int] = []  # reads of a partition whose task had not ended
         self.read = {p: threading.Event() for p in range(r.partitions)}
-        self.cancelled: list[str] = []
-        self.groups: list[str] = []
         self.fail_on = fail_on
 
-    def setLocalProperty(self, key: str, value: str) -> None:  # PySpark's names
+    def toLocalIterator(self) -> Iterator[tuple[str, int, Any]]:
+        for part in range(self.round.partitions):
+            if not self.round.finished(part):
+                self.early.append(part)
+            self.reads.append(part)
+            self.read[part].set()
+            if part == self.fail_on:
+                raise RuntimeError("the read failed")
+            yield from _rows(part)
+
+
+class _Context:
+    def __init__(self) -> None:
+        self.cancelled: list[str] = []
+        self.groups: list[str] = []
+
+    def setLocalProperty(self, key: str, value: str) -> None:
         pass
 
     def setJobGroup(self, group: str, description: str) -> None:
@@ -74,61 +92,54 @@ class _Context:
     def cancelJobGroup(self, group: str) -> None:
         self.cancelled.append(group)
 
-    def runJob(self, rdd: Any, fn: Any, parts: list[int]) -> list[Any]:
-        (part,) = parts
-        if not self.round.finished(part):
-            self.early.append(part)
-        self.reads.append(part)
-        self.read[part].set()
-        if part == self.fail_on:
-            raise RuntimeError("the read failed")
-        return list(fn(iter(_rows(part))))
+
+def _ahead(
+    tmp_path: Path, partitions: int, fail_on: int | None = None
+) -> tuple[_MergeAhead, _Round, _Results, _Context]:
+    r = _Round(partitions)
+    results = r.rdd = _Results(r, fail_on)
+    sc = _Context()
+    return _MergeAhead(sc, EntityCollector(tmp_path / "spill"), partitions, per_unit=True), r, results, sc
 
 
 def test_partitions_are_merged_in_order_each_once_its_task_has_ended(tmp_path: Path) -> None:
-    r = _Round(3)
-    sc = _Context(r)
-    collector = EntityCollector(tmp_path / "spill")
-    ahead = _MergeAhead(sc, collector, 3, per_unit=True)
+    ahead, r, results, _ = _ahead(tmp_path, 3)
     r.done.add(1)  # partition 1 ends first: it waits for partition 0
     ahead.start(r)  # type: ignore[arg-type]
     r.done.add(0)
-    assert sc.read[1].wait(WAIT_S)
-    assert sc.reads == [0, 1]
+    assert results.read[1].wait(WAIT_S)
+    assert results.reads == [0, 1]
     r.complete.set()  # the job ended: partition 2 is kept too
     ahead.finish(None)
-    assert sc.reads == [0, 1, 2]
-    assert sc.early == []
+    assert results.reads == [0, 1, 2]
+    assert results.early == []
+    assert ahead.merged == 3
     stats = ExtractStats()
     stats.absorb(ahead.stats)
     assert stats.statements == 1 + 2 + 3
     assert sorted(stats.files) == ["f0.sql", "f1.sql", "f2.sql"]
     assert stats.executor_max_rss_kb == 102
     assert stats.executor_cpu_s == pytest.approx(1.5)
-    collector.finish()
-    assert collector.counts()["datasets"] == 3
+    ahead._collector.finish()
+    assert ahead._collector.counts()["datasets"] == 3
 
 
 def test_a_cancelled_merge_stops_at_the_next_partition(tmp_path: Path) -> None:
-    r = _Round(3)
-    sc = _Context(r)
-    ahead = _MergeAhead(sc, EntityCollector(tmp_path / "spill"), 3, per_unit=True)
+    ahead, r, results, sc = _ahead(tmp_path, 3)
     r.done.add(0)
     ahead.start(r)  # type: ignore[arg-type]
-    assert sc.read[0].wait(WAIT_S)
+    assert results.read[0].wait(WAIT_S)
     ahead.cancel()
     assert sc.cancelled == sc.groups  # its reads under way are cancelled with their job group
     r.done.update((1, 2))
-    assert sc.reads == [0]
+    assert results.reads == [0]
     ahead.cancel()  # again: nothing left to stop
 
 
 def test_a_failed_read_is_the_callers_error(tmp_path: Path) -> None:
-    r = _Round(2)
-    sc = _Context(r, fail_on=1)
-    ahead = _MergeAhead(sc, EntityCollector(tmp_path / "spill"), 2, per_unit=True)
+    ahead, r, results, _ = _ahead(tmp_path, 2, fail_on=1)
     ahead.start(r)  # type: ignore[arg-type]
     r.complete.set()
     with pytest.raises(RuntimeError, match="the read failed"):
         ahead.finish(None)
-    assert sc.reads == [0, 1]
+    assert results.reads == [0, 1]

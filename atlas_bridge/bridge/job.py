@@ -325,7 +325,7 @@ def extract_entities(
         collector.finish()
         stats.merge_s = time.perf_counter() - t0
     finally:
-        ahead.cancel()
+        ahead.cancel(wait=False)  # stopped already, unless the scan is failing
         for r in rounds:
             r.release()
     counts = collector.counts()
@@ -472,7 +472,7 @@ class _ExtractJob:
                 rdd.count()
         except BaseException:
             if ahead is not None:
-                ahead.cancel()
+                ahead.cancel(wait=False)
             rdd.unpersist()
             raise
         finally:
@@ -604,16 +604,26 @@ class _MergeAhead:
         self._thread.start()
 
     def _rows(self) -> Iterator[tuple[str, int, Any]]:
+        """The round's rows in order; the next partition is asked for only once its task has ended (a
+        partition's header is its last row), so its read is of kept results (no extraction again)."""
         r = self._round
         assert r is not None
-        for part in range(r.partitions):
-            while not r.finished(part):
-                if self._stop.wait(_POLL_S):
-                    raise _Cancelled
-            if self._stop.is_set():
+        self._wait(0)
+        for row in r.rdd.toLocalIterator():
+            yield row
+            if row[0] == "header":
+                self.merged += 1
+                if self.merged < r.partitions:
+                    self._wait(self.merged)
+
+    def _wait(self, part: int) -> None:
+        r = self._round
+        assert r is not None
+        while not r.finished(part):
+            if self._stop.wait(_POLL_S):
                 raise _Cancelled
-            yield from self._sc.runJob(r.rdd, _rows_of, [part])
-            self.merged += 1
+        if self._stop.is_set():
+            raise _Cancelled
 
     def _run(self) -> None:
         self._sc.setLocalProperty("spark.scheduler.pool", MERGE_POOL)
@@ -640,11 +650,13 @@ class _MergeAhead:
         if progress is not None:
             progress("merge", self.merged, total)
 
-    def cancel(self) -> None:
-        """Stop at the next partition (a read under way ends first, or fails with the job)."""
+    def cancel(self, *, wait: bool = True) -> None:
+        """Stop at the next partition; with ``wait``, cancel a read under way and return once the merge has
+        stopped (the collector is the caller's again). Without: the scan is failing or interrupted, and
+        whatever stops the session's jobs (quietly, on Ctrl-C) ends a read under way."""
         self._stop.set()
         thread = self._thread
-        if thread is None or not thread.is_alive():
+        if not wait or thread is None or not thread.is_alive():
             return
         try:
             self._sc.cancelJobGroup(self._group)
@@ -660,10 +672,6 @@ class _Cancelled(Exception):
 MERGE_POOL = "atlas-bridge-merge"
 _POLL_S = 0.05
 _CANCEL_WAIT_S = 10.0
-
-
-def _rows_of(rows: Iterable[Any]) -> Iterable[Any]:
-    return rows
 
 
 def _merge(
