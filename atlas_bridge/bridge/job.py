@@ -663,6 +663,9 @@ class _MergeAhead:
         except Exception:  # the context may be stopping (Ctrl-C): the read then fails by itself
             logger.debug("cancelling the merge reads failed", exc_info=True)
         thread.join(_CANCEL_WAIT_S)
+        if thread.is_alive():  # never seen: a read of kept results that neither ends nor fails
+            msg = f"the merge ahead did not stop within {_CANCEL_WAIT_S:.0f} s"
+            raise RuntimeError(msg)
 
 
 class _Cancelled(Exception):
