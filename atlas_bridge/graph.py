@@ -12,12 +12,13 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterator
-from typing import NamedTuple, TypeVar
+from typing import NamedTuple
 
 from atlas_bridge.model import (
     ClauseType,
     ColumnRef,
     Dataset,
+    DatasetKind,
     Effect,
     FlowKind,
     Lineage,
@@ -25,6 +26,7 @@ from atlas_bridge.model import (
     Process,
     Relation,
     RelationType,
+    Span,
     _Frozen,
     construct_complete,
     construct_trusted,
@@ -47,7 +49,10 @@ def intermediate_dataset_ids(lineage: Lineage) -> frozenset[str]:
 
 
 def _is_statement_local(ds: Dataset) -> bool:
-    return ds.kind.value in ("resultset", "variable")
+    return ds.kind in _LOCAL_KINDS
+
+
+_LOCAL_KINDS = frozenset({DatasetKind.RESULTSET, DatasetKind.VARIABLE})
 
 
 def end_to_end(lineage: Lineage) -> Lineage:
@@ -64,27 +69,29 @@ def end_to_end(lineage: Lineage) -> Lineage:
     >>> [f"{r.source} {r.type.value} {r.target}" for r in end_to_end(g).relations]
     ['table:t.a fdd table:v.a']
     """
-    inter = intermediate_dataset_ids(lineage)
-    if not inter:
+    local = {d.id for d in lineage.datasets if d.kind in _LOCAL_KINDS}
+    if not local:
         return lineage
     with PausedGC():  # it makes no cyclic garbage; the collector would only walk the live chains
-        return _collapse(lineage, inter)
+        return _collapse(lineage, local)
 
 
-def _collapse(lineage: Lineage, inter: frozenset[str]) -> Lineage:
-    heads: dict[int, _Chain] = {}  # the one-hop chain of each relation, by id (relations are not hashed)
+def _collapse(lineage: Lineage, local: set[str]) -> Lineage:
+    """End to end, with ``local`` the ids of the statement-local datasets: those that feed a chain are the
+    intermediate ones (:func:`intermediate_dataset_ids`), found in the same pass that collects the hops."""
     # only intermediate columns are walked from (reach), so only their out-edges are kept
     out_edges: dict[tuple[str, str], list[tuple[tuple[str, str], _Chain]]] = defaultdict(list)
     for rel in lineage.relations:
         if rel.type in _CHAIN_TYPES:
-            source, target = rel.source, rel.target
-            if source.dataset_id in inter:
-                head = heads[id(rel)] = _Chain.of(rel)
+            source = rel.source
+            if source.dataset_id in local:
+                target = rel.target
                 out_edges[(source.dataset_id, source.column)].append(
-                    ((target.dataset_id, target.column), head)
+                    ((target.dataset_id, target.column), _Chain.of(rel))
                 )
-            elif target.dataset_id in inter:
-                heads[id(rel)] = _Chain.of(rel)
+    inter = {node[0] for node in out_edges}  # a local dataset is intermediate iff it feeds a chain
+    if not inter:
+        return lineage
 
     memo: dict[tuple[str, str], dict[tuple[str, str], _Chain]] = {}
     in_progress: set[tuple[str, str]] = set()
@@ -107,22 +114,36 @@ def _collapse(lineage: Lineage, inter: frozenset[str]) -> Lineage:
         memo[node] = found
         return found
 
-    # Keyed first, built last: chains that _prefer_fdd_keyed drops never become Relation objects.
-    keyed: list[tuple[tuple[str, ...], Relation | _Chain]] = []
+    # Keyed first, built last: chains that _prefer_fdd_keyed drops never become Relation objects. The key is
+    # Relation.sort_key of the edge without its last part (the span's text, made only where it decides).
+    keyed: list[_Keyed] = []
+    used: set[str] = set()  # intermediate datasets still named by an edge (a join into a resultset)
     for rel in lineage.relations:
-        if rel.source.dataset_id in inter:
+        source = rel.source
+        if source.dataset_id in inter:
             continue
         target = rel.target
+        clause = rel.clause_type
         if rel.type not in _CHAIN_TYPES or target.dataset_id not in inter:
-            keyed.append((rel.sort_key(), rel))
+            if target.dataset_id in inter:
+                used.add(target.dataset_id)
+            key = (
+                target.dataset_id,
+                target.column,
+                source.dataset_id,
+                source.column,
+                rel.type._value_,
+                clause._value_ if clause is not None else "",
+                rel.process_id or "",
+                rel.effect_type or "",
+                rel.transform or "",
+            )
+            keyed.append((key, rel, rel.span))
             continue
-        head = heads[id(rel)]
-        source = rel.source
-        span = rel.span
-        span_text = "" if span is None else str(span)  # once for all chains that start with ``rel``
+        head = _Chain.of(rel)  # its source is not intermediate, so it heads its chains
         for chain in reach((target.dataset_id, target.column)).values():
             full = chain.prepend(head)
-            # Relation.sort_key of full.collapse()'s edge, without building it (the first hop is ``rel``;
+            # the key of full.collapse()'s edge, without building it (the first hop is ``rel``;
             # tests/test_sql_tpc.py compares with the validator's order)
             last = full.last
             end = last.target
@@ -138,11 +159,9 @@ def _collapse(lineage: Lineage, inter: frozenset[str]) -> Lineage:
                 last.process_id or rel.process_id or "",
                 last.effect_type or rel.effect_type or "",
                 full.transform or "",
-                span_text,
             )
-            keyed.append((key, full))
+            keyed.append((key, full, rel.span))
     relations = [item if isinstance(item, Relation) else item.collapse() for item in _prefer_fdd_keyed(keyed)]
-    used = {e.dataset_id for r in relations for e in (r.source, r.target)}
     datasets = [d for d in lineage.datasets if d.id not in inter or d.id in used]
     # Canonical already, so not validated again: the datasets, processes and procedures are the input's
     # (sorted, unique); relations come sorted and unique from _prefer_fdd_keyed, and each end is a column
@@ -238,30 +257,46 @@ def _keep_best(found: dict[tuple[str, str], _Chain], end: tuple[str, str], chain
         found[end] = chain
 
 
-def _prefer_fdd_keyed(keyed: list[tuple[tuple[str, ...], _K]]) -> list[_K]:
+def _prefer_fdd_keyed(keyed: list[_Keyed]) -> list[Relation | _Chain]:
     """Where both an fdd and an fdr edge join the same two columns, the fdd one stands alone.
 
-    ``keyed`` pairs each edge (or what will make it) with its edge's ``sort_key``. Chains that differ only in
-    where the source was read (their span) are one end-to-end edge; the earliest span is kept. The result
-    is in ``sort_key`` order and unique, as :class:`Lineage` keeps it.
+    ``keyed`` pairs each edge (or what will make it) with its edge's ``sort_key`` but the last part, and
+    its span. Chains that differ only in where the source was read (their span) are one end-to-end edge;
+    the earliest span (in ``sort_key`` order: by its text) is kept, the first given of equal ones. The
+    result is in ``sort_key`` order and unique, as :class:`Lineage` keeps it.
     """
-    keyed.sort(key=_first)
+    keyed.sort(key=_first)  # stable: equal keys stay in the order given
     # The ends as plain strings (sort_key starts target dataset, target column, source dataset, source
     # column): hashing tuples of str is much cheaper than hashing the frozen ColumnRef models.
-    fdd_pairs = {key[:4] for key, _ in keyed if key[4] == _FDD}
-    kept: dict[tuple[str, ...], _K] = {}
-    for key, item in keyed:
+    fdd_pairs = {key[:4] for key, _, _ in keyed if key[4] == _FDD}
+    kept: list[Relation | _Chain] = []
+    last: tuple[str, ...] | None = None
+    last_span: Span | None = None
+    last_text: str | None = None  # the kept edge's span text, made only where keys meet
+    for key, item, span in keyed:
         if key[4] == _FDR and key[:4] in fdd_pairs:
             continue
-        kept.setdefault(key[:-1], item)
-    return list(kept.values())
+        if key != last:  # sorted: equal keys are adjacent
+            kept.append(item)
+            last, last_span, last_text = key, span, None
+            continue
+        if last_text is None:
+            last_text = _span_text(last_span)
+        text = _span_text(span)
+        if text < last_text:
+            kept[-1], last_text = item, text
+    return kept
 
 
-_K = TypeVar("_K")
+_Keyed = tuple[tuple[str, ...], Relation | _Chain, Span | None]
 
 
-def _first(pair: tuple[tuple[str, ...], object]) -> tuple[str, ...]:
-    return pair[0]
+def _span_text(span: Span | None) -> str:
+    return "" if span is None else str(span)
+
+
+def _first(item: _Keyed) -> tuple[str, ...]:
+    return item[0]
 
 
 class TableEdge(_Frozen):

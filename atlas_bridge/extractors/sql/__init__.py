@@ -227,24 +227,30 @@ def _extract(
         file=file,
         default_db=default_db or None,
     )
-    parser = d.parser(error_level=ErrorLevel.RAISE)
-    script = ScriptGraph()
-    done: list[tuple[StatementChunk, GraphBuilder]] = []
-    unicode_ok = _SURROGATE.search(sql) is None
     with PausedGC() as paused:
-        for chunk in _chunks(state, sql, d):
-            for g in _contained(state, parser, chunk, time_budget_s, unicode_ok=unicode_ok):
-                script.absorb(g)
-                done.append((chunk, g))
-            paused.tidy()
-        try:
-            lineage = script.freeze()
-        except Exception:  # a bug of ours: keep every statement that merges cleanly, report the others
-            logger.debug("merging the statements failed", exc_info=True)
-            lineage = _salvage(state, done)
+        lineage = _lineage(state, d, time_budget_s, paused)
     # The Lineage is validated once in freeze(); constructing ExtractionResult normally would run its
     # validators a second time (pydantic re-runs after-validators on model instances).
     return ExtractionResult.model_construct(lineage=lineage, problems=tuple(state.problems)), state
+
+
+def _lineage(state: ScriptState, d: Dialect, time_budget_s: float | None, paused: PausedGC) -> Lineage:
+    """Every statement analysed, merged and frozen. The builders, tokens and parser die when this returns,
+    before the collector resumes: its first pass then walks the Lineage, not them too."""
+    parser = d.parser(error_level=ErrorLevel.RAISE)
+    script = ScriptGraph()
+    done: list[tuple[StatementChunk, GraphBuilder]] = []
+    unicode_ok = _SURROGATE.search(state.text) is None
+    for chunk in _chunks(state, state.text, d):
+        for g in _contained(state, parser, chunk, time_budget_s, unicode_ok=unicode_ok):
+            script.absorb(g)
+            done.append((chunk, g))
+        paused.tidy()
+    try:
+        return script.freeze()
+    except Exception:  # a bug of ours: keep every statement that merges cleanly, report the others
+        logger.debug("merging the statements failed", exc_info=True)
+        return _salvage(state, done)
 
 
 def learn_schema(
