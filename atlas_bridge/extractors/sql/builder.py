@@ -12,6 +12,8 @@ equals the validated construction.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from itertools import groupby
+from operator import eq
 from typing import TypeVar
 
 from atlas_bridge.model import (
@@ -77,7 +79,22 @@ class DatasetBuilder:
         return name.lower() in self.columns
 
     def freeze(self) -> Dataset:
-        cols = sorted(self.columns.values(), key=_column_order)
+        # sorted as Dataset's validator sorts them: system last, then by lower-cased name (the key), then
+        # by name; decorated rather than keyed, so no Python call per column (hot path)
+        order = sorted([(c.system, key, c.name, c) for key, c in self.columns.items()])
+        columns = [
+            _complete(
+                Column,
+                {
+                    "name": c.name,
+                    "system": c.system,
+                    "data_type": c.data_type,
+                    "expression": None,
+                    "spans": _spans(c.spans) if c.spans else (),
+                },
+            )
+            for *_, c in order
+        ]
         return _complete(
             Dataset,
             {
@@ -90,19 +107,7 @@ class DatasetBuilder:
                 "uri": self.uri,
                 "alias": self.alias,
                 "file_format": None,
-                "columns": tuple(
-                    _complete(
-                        Column,
-                        {
-                            "name": c.name,
-                            "system": c.system,
-                            "data_type": c.data_type,
-                            "expression": None,
-                            "spans": _spans(c.spans),
-                        },
-                    )
-                    for c in cols
-                ),
+                "columns": tuple(columns),
                 "process_ids": tuple(sorted(self.process_ids)),
                 "spans": _spans(self.spans),
             },
@@ -124,10 +129,6 @@ class DatasetBuilder:
         for attr in ("db", "catalog", "sub_type", "alias", "uri"):
             if getattr(self, attr) is None and getattr(other, attr) is not None:
                 setattr(self, attr, getattr(other, attr))
-
-
-def _column_order(c: ColumnBuilder) -> tuple[bool, str, str]:
-    return (c.system, c.name.lower(), c.name)
 
 
 def _spans(spans: list[Span]) -> tuple[Span, ...]:
@@ -273,79 +274,78 @@ class ScriptGraph:
         procedures = _unique_by_id(self.procedures, "procedure")
         columns = {(d.id, c.name) for d in self.datasets.values() for c in d.columns.values()}
         proc_ids = {p.id for p in processes}
-        # Relation.sort_key of the frozen relation, from the builder (hot path), without its last part (the
-        # span's text): relations are grouped on the rest, and only where several share it are their span
-        # texts made, to order them and keep the last of equal ones, as the validator does
-        # (tests/test_sql_tpc.py compares the two constructions).
-        groups: dict[tuple[str, ...], list[RelationBuilder]] = {}
-        for rel in self.relations:
-            if rel.source not in columns or rel.target not in columns:
-                end = rel.source if rel.source not in columns else rel.target
-                msg = f"relation {rel.source} -> {rel.target}: no column {end[1]!r} on {end[0]!r}"
-                raise ValueError(msg)
-            if rel.process_id is not None and rel.process_id not in proc_ids:
-                msg = f"relation {rel.source} -> {rel.target} names unknown process {rel.process_id!r}"
-                raise ValueError(msg)
-            source, target, clause = rel.source, rel.target, rel.clause_type
-            prefix = (
-                target[0],
-                target[1],
-                source[0],
-                source[1],
-                rel.type._value_,
-                clause._value_ if clause is not None else "",
-                rel.process_id or "",
-                rel.effect_type or "",
-                rel.transform or "",
-            )
-            group = groups.get(prefix)
-            if group is None:
-                groups[prefix] = [rel]
-            else:
-                group.append(rel)
-        ordered: list[RelationBuilder] = []
-        for key in sorted(groups):
-            group = groups[key]
-            if len(group) == 1:
-                ordered.append(group[0])
-                continue
-            by_span = {(str(r.span) if r.span is not None else ""): r for r in group}  # the last one wins
-            ordered.extend(by_span[k] for k in sorted(by_span))
+        # Each relation is built with Relation.sort_key of it but the last part (the span's text), and sorted
+        # on that; only relations equal on it are ordered by their span texts, the last of equal ones kept,
+        # as the validator does (tests/test_sql_tpc.py compares the two constructions).
         refs: dict[ColKey, ColumnRef] = {}
-        relations: list[Relation] = []
-        for rel in ordered:  # one model per relation, built inline (hot path)
-            source_ref = refs.get(rel.source)  # one (immutable) ColumnRef per column, shared
+        keyed: list[tuple[tuple[str, ...], Relation]] = []
+        for rel in self.relations:  # one model per relation, built inline (hot path)
+            source, target = rel.source, rel.target
+            if source not in columns or target not in columns:
+                end = source if source not in columns else target
+                msg = f"relation {source} -> {target}: no column {end[1]!r} on {end[0]!r}"
+                raise ValueError(msg)
+            process_id = rel.process_id
+            if process_id is not None and process_id not in proc_ids:
+                msg = f"relation {source} -> {target} names unknown process {process_id!r}"
+                raise ValueError(msg)
+            source_ref = refs.get(source)  # one (immutable) ColumnRef per column, shared
             if source_ref is None:
-                source_ref = refs[rel.source] = _complete(
-                    ColumnRef, {"dataset_id": rel.source[0], "column": rel.source[1]}
+                source_ref = refs[source] = _complete(
+                    ColumnRef, {"dataset_id": source[0], "column": source[1]}
                 )
-            target_ref = refs.get(rel.target)
+            target_ref = refs.get(target)
             if target_ref is None:
-                target_ref = refs[rel.target] = _complete(
-                    ColumnRef, {"dataset_id": rel.target[0], "column": rel.target[1]}
+                target_ref = refs[target] = _complete(
+                    ColumnRef, {"dataset_id": target[0], "column": target[1]}
                 )
             rtype, clause = rel.type, rel.clause_type
             flow = rel.flow
-            if flow is None:
-                flow = default_flow(rtype, clause)
-            relations.append(
-                _complete(
-                    Relation,
-                    {
-                        "type": rtype,
-                        "source": source_ref,
-                        "target": target_ref,
-                        "effect_type": rel.effect_type,
-                        "clause_type": clause,
-                        "process_id": rel.process_id,
-                        "flow": flow,
-                        "effect": rel.effect,
-                        "transform": rel.transform,
-                        "function": rel.function,
-                        "span": rel.span,
-                    },
+            if flow is None:  # default_flow, inline
+                if rtype is _FDD:
+                    flow = _DATA_FLOW
+                elif rtype is _FDR:
+                    flow = _GROUPS if clause is _GROUP_BY else _RESTRICTS
+                else:
+                    flow = default_flow(rtype, clause)
+            effect_type, transform = rel.effect_type, rel.transform
+            keyed.append(
+                (
+                    (
+                        target[0],
+                        target[1],
+                        source[0],
+                        source[1],
+                        rtype._value_,
+                        clause._value_ if clause is not None else "",
+                        process_id or "",
+                        effect_type or "",
+                        transform or "",
+                    ),
+                    _complete(
+                        Relation,
+                        {
+                            "type": rtype,
+                            "source": source_ref,
+                            "target": target_ref,
+                            "effect_type": effect_type,
+                            "clause_type": clause,
+                            "process_id": process_id,
+                            "flow": flow,
+                            "effect": rel.effect,
+                            "transform": transform,
+                            "function": rel.function,
+                            "span": rel.span,
+                        },
+                    ),
                 )
             )
+        keyed.sort(key=_first)  # stable: equal keys stay in the order they were added
+        keys = [key for key, _ in keyed]
+        if any(map(eq, keys, keys[1:])):  # rare: relations that differ only in their spans
+            relations = _by_span_text(keyed)
+        else:
+            relations = [relation for _, relation in keyed]
         return _complete(
             Lineage,
             {
@@ -356,6 +356,24 @@ class ScriptGraph:
             },
         )
 
+
+def _first(item: tuple[tuple[str, ...], Relation]) -> tuple[str, ...]:
+    return item[0]
+
+
+def _by_span_text(keyed: list[tuple[tuple[str, ...], Relation]]) -> list[Relation]:
+    """Relations sorted on their keys, those of equal keys ordered by their span texts (the last of equal
+    span texts kept): the validator's order and de-duplication on the whole sort key."""
+    out: list[Relation] = []
+    for _, group in groupby(keyed, key=_first):
+        by_span = {(str(r.span) if r.span is not None else ""): r for _, r in group}  # the last one wins
+        out.extend(by_span[k] for k in sorted(by_span))
+    return out
+
+
+_FDD, _FDR = RelationType.FDD, RelationType.FDR
+_DATA_FLOW, _GROUPS, _RESTRICTS = FlowKind.DATA_FLOW, FlowKind.GROUPS, FlowKind.RESTRICTS
+_GROUP_BY = ClauseType.GROUP_BY
 
 _P = TypeVar("_P", Process, Procedure)
 
