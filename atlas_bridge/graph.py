@@ -30,7 +30,6 @@ from atlas_bridge.model import (
     _Frozen,
     construct_complete,
     construct_trusted,
-    default_flow,
 )
 
 _CHAIN_TYPES = (RelationType.FDD, RelationType.FDR)
@@ -107,9 +106,13 @@ def _collapse(lineage: Lineage, local: set[str]) -> Lineage:
         for tgt, head in out_edges.get(node, ()):
             if tgt[0] in inter:
                 for end, chain in reach(tgt).items():
-                    _keep_best(found, end, chain.prepend(head))
+                    old = found.get(end)
+                    if old is None or (old.fdr and not (head.fdr or chain.fdr)):  # an fdd chain wins
+                        found[end] = chain.prepend(head)
             else:
-                _keep_best(found, tgt, head)
+                old = found.get(tgt)
+                if old is None or (old.fdr and not head.fdr):
+                    found[tgt] = head
         in_progress.discard(node)
         memo[node] = found
         return found
@@ -197,7 +200,7 @@ class _Chain(NamedTuple):
     def prepend(self, head: _Chain) -> _Chain:
         """The chain ``head`` (a one-hop chain, :meth:`of`) then this one."""
         effect = self.effect
-        if head.effect is not None and (effect is None or head.effect.rank > effect.rank):
+        if head.effect is not None and (effect is None or _RANK[head.effect] > _RANK[effect]):
             effect = head.effect
         if head.restricting or (head.fdr and not self.restricting):
             clause = head.clause
@@ -223,7 +226,7 @@ class _Chain(NamedTuple):
         first, last = self.first, self.last
         if self.fdr:
             kind, clause = _FDR_TYPE, self.clause
-            flow = default_flow(kind, clause) if self.restricting else _DATA_FLOW
+            flow = (_GROUPS if clause is _GROUP_BY else _RESTRICTS) if self.restricting else _DATA_FLOW
         else:
             kind, clause, flow = _FDD_TYPE, None, _DATA_FLOW
         # Every field comes from validated relations: skip re-validation (hot path on big lineage).
@@ -249,12 +252,9 @@ _new_chain = tuple.__new__
 _FDR_TYPE = RelationType.FDR
 _FDD_TYPE = RelationType.FDD
 _DATA_FLOW = FlowKind.DATA_FLOW
-
-
-def _keep_best(found: dict[tuple[str, str], _Chain], end: tuple[str, str], chain: _Chain) -> None:
-    old = found.get(end)
-    if old is None or (old.fdr and not chain.fdr):
-        found[end] = chain
+# default_flow of an fdr edge, inline (hot path)
+_GROUPS, _RESTRICTS, _GROUP_BY = FlowKind.GROUPS, FlowKind.RESTRICTS, ClauseType.GROUP_BY
+_RANK = {effect: effect.rank for effect in Effect}
 
 
 def _prefer_fdd_keyed(keyed: list[_Keyed]) -> list[Relation | _Chain]:
