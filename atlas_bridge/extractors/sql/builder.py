@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from itertools import groupby
 from operator import eq
-from typing import TypeVar
+from typing import NamedTuple, TypeVar
 
 from atlas_bridge.model import (
     PSEUDO_ROWS,
@@ -143,9 +143,13 @@ def _spans(spans: list[Span]) -> tuple[Span, ...]:
 ColKey = tuple[str, str]
 """(dataset id, column name)."""
 
+_new_relation = tuple.__new__
 
-@dataclass(slots=True)  # one per edge: slots make them cheaper to build and to collect
-class RelationBuilder:
+
+class RelationBuilder(NamedTuple):
+    """One edge of a statement. A tuple, the cheapest object to make (one or more per edge): changed by
+    replacing it (``_replace``), which few are."""
+
     type: RelationType
     source: ColKey
     target: ColKey
@@ -202,20 +206,23 @@ class GraphBuilder:
         old = self.relations.get(key)
         if old is not None:
             if effect is not None and (old.effect is None or effect.rank > old.effect.rank):
-                old.effect = effect
+                self.relations[key] = old._replace(effect=effect)
             return
-        self.relations[key] = RelationBuilder(  # positional: fields in declaration order (hot path)
-            rtype,
-            source,
-            target,
-            clause_type,
-            effect_type,
-            process_id,
-            flow,
-            effect,
-            transform,
-            function,
-            span,
+        self.relations[key] = _new_relation(  # the tuple's own constructor (hot path): fields in order
+            RelationBuilder,
+            (
+                rtype,
+                source,
+                target,
+                clause_type,
+                effect_type,
+                process_id,
+                flow,
+                effect,
+                transform,
+                function,
+                span,
+            ),
         )
         if rtype is not RelationType.JOIN:
             self._incoming.add(target)
@@ -236,10 +243,13 @@ class GraphBuilder:
                     col.name = canon
         # a column's key is its lower-cased name, so an end exists iff (dataset, spelling) is one of these
         exists = {(ds_id, col.name) for ds_id, ds in self.datasets.items() for col in ds.columns.values()}
+        if renames:
+            for rel_key, rel in self.relations.items():
+                if rel.source in renames or rel.target in renames:
+                    self.relations[rel_key] = rel._replace(
+                        source=renames.get(rel.source, rel.source), target=renames.get(rel.target, rel.target)
+                    )
         for rel in self.relations.values():
-            if renames:
-                rel.source = renames.get(rel.source, rel.source)
-                rel.target = renames.get(rel.target, rel.target)
             if rel.source not in exists or rel.target not in exists:
                 ds_id, col_name = rel.source if rel.source not in exists else rel.target
                 msg = f"relation {rel.source} -> {rel.target}: no column {col_name!r} on {ds_id!r}"
