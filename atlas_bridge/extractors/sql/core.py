@@ -27,6 +27,7 @@ from typing import cast
 
 from sqlglot import exp
 from sqlglot.dialects.dialect import Dialect
+from sqlglot.generator import Generator
 from sqlglot.tokens import Token  # type: ignore[attr-defined]
 
 from atlas_bridge.extractors.sql.builder import ColKey, DatasetBuilder, GraphBuilder
@@ -84,6 +85,8 @@ class ScriptState:
     column_maps: dict[int, _ColumnMaps] = field(default_factory=dict)
     """A schema's column list (by identity; the list is kept, so its id is not reused) -> its columns and
     types by lower-cased name, built once per script for every source that reads the table (read only)."""
+    generator: Generator | None = None
+    """The dialect's SQL generator for expression texts, made once per script (see :func:`_sql`)."""
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -703,7 +706,7 @@ class StatementContext:
             name = (
                 (proj.alias if isinstance(proj, exp.Alias) else "")
                 or (expr.output_name if isinstance(expr, (exp.Column, exp.Dot)) else "")
-                or _expression_name(expr, self.dialect)
+                or _expression_name(expr, self.state)
             )
             col = qr.add_output(name)
             refs: list[Ref] = []
@@ -714,7 +717,7 @@ class StatementContext:
             exact = isinstance(expr, exp.Column)
             transform = None
             if not (exact and not isinstance(proj, exp.Alias)):
-                transform = _sql(proj if exact else expr, self.dialect)
+                transform = _sql(proj if exact else expr, self.state)
             is_agg = False
             for ref in refs:
                 if ref.count_star:
@@ -868,7 +871,7 @@ class StatementContext:
                         expr = replaced[c.lower()]
                         refs: list[Ref] = []
                         self._collect(expr, scope, refs)
-                        transform = _sql(expr, self.dialect)
+                        transform = _sql(expr, self.state)
                         for ref in refs:
                             if not (ref.count_star or ref.rows):
                                 self.graph.add(
@@ -1121,7 +1124,7 @@ class StatementContext:
         qr = QueryResult(ds)
         arg_refs: list[Ref] = []
         self._collect(func, scope, arg_refs)
-        transform = _sql(func, self.dialect)
+        transform = _sql(func, self.state)
         fname = func.sql_name() if isinstance(func, exp.Func) else func.key.upper()
 
         def feed(col: str) -> None:
@@ -1563,12 +1566,23 @@ def _column_first(name: str, scope: Scope, lateral: Mapping[str, list[Ref]]) -> 
     )
 
 
-def _sql(expr: exp.Expr, dialect: Dialect) -> str:
+def _sql(expr: exp.Expr, state: ScriptState) -> str:
     """SQL text of an expression. sqlglot deep-copies before generating (its dialect transforms may
     rewrite queries, T-SQL's ENSURE_BOOLS rewrites conditions); a plain expression without a query inside
-    is generated in place for other dialects, which leaves it as it was and spares the copy."""
-    copy = _ensures_bools(dialect) or expr.find(exp.Query) is not None
-    return expr.sql(dialect=dialect, comments=False, copy=copy)
+    is generated in place for other dialects, which leaves it as it was and spares the copy, by the
+    script's one generator (making one per text cost more than generating most texts). A generator
+    numbers the table aliases it makes up, so an expression with a table alias gets a fresh one."""
+    dialect = state.dialect
+    if _ensures_bools(dialect) or expr.find(exp.Query, exp.TableAlias) is not None:
+        return expr.sql(dialect=dialect, comments=False, copy=True)
+    generator = state.generator
+    if generator is None:
+        generator = state.generator = dialect.generator(comments=False)
+    try:
+        return generator.generate(expr, copy=False)
+    except Exception:
+        state.generator = None  # it may be left half-way through a text (a flag not reset): not reused
+        raise
 
 
 _ENSURE_BOOLS: dict[type[Dialect], bool] = {}
@@ -1582,8 +1596,8 @@ def _ensures_bools(dialect: Dialect) -> bool:
     return _ENSURE_BOOLS[cls]
 
 
-def _expression_name(expr: exp.Expr, dialect: Dialect) -> str:
-    text = _sql(expr, dialect)
+def _expression_name(expr: exp.Expr, state: ScriptState) -> str:
+    text = _sql(expr, state)
     return text if len(text) <= 128 else text[:125] + "..."
 
 
