@@ -1027,10 +1027,12 @@ class StatementContext:
             if cols is not None:
                 maps = self.state.column_maps.get(id(cols))
                 if maps is None or maps[0] is not cols:
+                    spelled = [c for c, _ in cols]
+                    lows = list(map(str.lower, spelled))  # the last of equal names wins, as a dict's would
                     maps = self.state.column_maps[id(cols)] = (
                         cols,
-                        {c.lower(): c for c, _ in cols},
-                        {c.lower(): t for c, t in cols},
+                        dict(zip(lows, spelled, strict=True)),
+                        dict(zip(lows, [t for _, t in cols], strict=True)),
                     )
                 known, types = maps[1], maps[2]
             names = {low}
