@@ -272,19 +272,24 @@ def _prefer_fdd_keyed(keyed: list[_Keyed]) -> list[Relation | _Chain]:
     kept: list[Relation | _Chain] = []
     last: tuple[str, ...] | None = None
     last_span: Span | None = None
-    last_text: str | None = None  # the kept edge's span text, made only where keys meet
+    texts: dict[int, str] = {}  # span texts by span (alive while here), made only where keys meet
     for key, item, span in keyed:
         if key[4] == _FDR and key[:4] in fdd_pairs:
             continue
         if key != last:  # sorted: equal keys are adjacent
             kept.append(item)
-            last, last_span, last_text = key, span, None
+            last, last_span = key, span
             continue
+        if span is last_span:
+            continue
+        text = texts.get(id(span))
+        if text is None:
+            text = texts[id(span)] = _span_text(span)
+        last_text = texts.get(id(last_span))
         if last_text is None:
-            last_text = _span_text(last_span)
-        text = _span_text(span)
+            last_text = texts[id(last_span)] = _span_text(last_span)
         if text < last_text:
-            kept[-1], last_text = item, text
+            kept[-1], last_span = item, span
     return kept
 
 
