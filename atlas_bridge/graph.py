@@ -86,7 +86,7 @@ def _collapse(lineage: Lineage, local: set[str]) -> Lineage:
             if source.dataset_id in local:
                 target = rel.target
                 out_edges[(source.dataset_id, source.column)].append(
-                    ((target.dataset_id, target.column), _Chain.of(rel))
+                    ((target.dataset_id, target.column), _one_hop(rel))
                 )
     inter = {node[0] for node in out_edges}  # a local dataset is intermediate iff it feeds a chain
     if not inter:
@@ -143,7 +143,7 @@ def _collapse(lineage: Lineage, local: set[str]) -> Lineage:
             )
             keyed.append((key, rel, rel.span))
             continue
-        head = _Chain.of(rel)  # its source is not intermediate, so it heads its chains
+        head = _one_hop(rel)  # its source is not intermediate, so it heads its chains
         for chain in reach((target.dataset_id, target.column)).values():
             full = chain.prepend(head)
             # the key of full.collapse()'s edge, without building it (the first hop is ``rel``;
@@ -190,15 +190,8 @@ class _Chain(NamedTuple):
     transform: str | None  # the last transform on the chain
     function: str | None  # the first function on the chain
 
-    @classmethod
-    def of(cls, rel: Relation) -> _Chain:
-        fdr = rel.type is RelationType.FDR
-        restricting = fdr and rel.flow is not FlowKind.DATA_FLOW
-        clause = rel.clause_type if fdr else None
-        return _new_chain(cls, (rel, rel, fdr, restricting, clause, rel.effect, rel.transform, rel.function))
-
     def prepend(self, head: _Chain) -> _Chain:
-        """The chain ``head`` (a one-hop chain, :meth:`of`) then this one."""
+        """The chain ``head`` (a one-hop chain, :func:`_one_hop`) then this one."""
         effect = self.effect
         if head.effect is not None and (effect is None or _RANK[head.effect] > _RANK[effect]):
             effect = head.effect
@@ -246,6 +239,16 @@ class _Chain(NamedTuple):
                 "span": first.span,
             },
         )
+
+
+def _one_hop(rel: Relation) -> _Chain:
+    """The chain of one relation."""
+    fdr = rel.type is _FDR_TYPE
+    clause = rel.clause_type if fdr else None
+    return _new_chain(
+        _Chain,
+        (rel, rel, fdr, fdr and rel.flow is not _DATA_FLOW, clause, rel.effect, rel.transform, rel.function),
+    )
 
 
 _new_chain = tuple.__new__

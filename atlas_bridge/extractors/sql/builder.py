@@ -65,7 +65,7 @@ class DatasetBuilder:
         key = name.lower()
         col = self.columns.get(key)
         if col is None:
-            col = ColumnBuilder(name=name, system=system)
+            col = ColumnBuilder(name, system)
             self.columns[key] = col
         if span is not None and len(col.spans) < 8:
             col.spans.append(span)

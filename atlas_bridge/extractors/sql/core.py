@@ -1575,7 +1575,7 @@ def _sql(expr: exp.Expr, state: ScriptState) -> str:
     script's one generator (making one per text cost more than generating most texts). A generator
     numbers the table aliases it makes up, so an expression with a table alias gets a fresh one."""
     dialect = state.dialect
-    if _ensures_bools(dialect) or expr.find(exp.Query, exp.TableAlias) is not None:
+    if _ensures_bools(dialect) or _holds_query_or_alias(expr):
         return expr.sql(dialect=dialect, comments=False, copy=True)
     generator = state.generator
     if generator is None:
@@ -1587,6 +1587,23 @@ def _sql(expr: exp.Expr, state: ScriptState) -> str:
         raise
 
 
+def _holds_query_or_alias(expr: exp.Expr) -> bool:
+    """``expr.find(exp.Query, exp.TableAlias) is not None``, walked over the args directly (sqlglot's walk
+    goes through a generator per node)."""
+    stack = [expr]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, _QUERY_OR_ALIAS):
+            return True
+        for value in node.args.values():
+            if isinstance(value, list):
+                stack.extend(child for child in value if isinstance(child, _EXPR))
+            elif isinstance(value, _EXPR):
+                stack.append(value)
+    return False
+
+
+_QUERY_OR_ALIAS = (exp.Query, exp.TableAlias)
 _ENSURE_BOOLS: dict[type[Dialect], bool] = {}
 
 
