@@ -287,28 +287,31 @@ class ScriptGraph:
         # Each relation is built with Relation.sort_key of it but the last part (the span's text), and sorted
         # on that; only relations equal on it are ordered by their span texts, the last of equal ones kept,
         # as the validator does (tests/test_sql_tpc.py compares the two constructions).
-        refs: dict[ColKey, ColumnRef] = {}
+        refs: dict[ColKey, ColumnRef] = {}  # one (immutable) ColumnRef per column, shared
         keyed: list[tuple[tuple[str, ...], Relation]] = []
         for rel in self.relations:  # one model per relation, built inline (hot path)
             source, target = rel.source, rel.target
-            if source not in columns or target not in columns:
-                end = source if source not in columns else target
-                msg = f"relation {source} -> {target}: no column {end[1]!r} on {end[0]!r}"
-                raise ValueError(msg)
-            process_id = rel.process_id
-            if process_id is not None and process_id not in proc_ids:
-                msg = f"relation {source} -> {target} names unknown process {process_id!r}"
-                raise ValueError(msg)
-            source_ref = refs.get(source)  # one (immutable) ColumnRef per column, shared
+            # an end is checked when first met (its ColumnRef made): every end is, once
+            source_ref = refs.get(source)
             if source_ref is None:
+                if source not in columns:
+                    msg = f"relation {source} -> {target}: no column {source[1]!r} on {source[0]!r}"
+                    raise ValueError(msg)
                 source_ref = refs[source] = _complete(
                     ColumnRef, {"dataset_id": source[0], "column": source[1]}
                 )
             target_ref = refs.get(target)
             if target_ref is None:
+                if target not in columns:
+                    msg = f"relation {source} -> {target}: no column {target[1]!r} on {target[0]!r}"
+                    raise ValueError(msg)
                 target_ref = refs[target] = _complete(
                     ColumnRef, {"dataset_id": target[0], "column": target[1]}
                 )
+            process_id = rel.process_id
+            if process_id is not None and process_id not in proc_ids:
+                msg = f"relation {source} -> {target} names unknown process {process_id!r}"
+                raise ValueError(msg)
             rtype, clause = rel.type, rel.clause_type
             flow = rel.flow
             if flow is None:  # default_flow, inline
