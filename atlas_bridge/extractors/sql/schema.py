@@ -191,6 +191,8 @@ def _key(catalog: str | None, db: str | None, name: str) -> TableKey:
 
 def _as_columns(cols: Columns | Mapping[str, Any]) -> Columns:
     if isinstance(cols, Mapping):
+        if set(map(type, cols)) <= _TYPE_NAMES and set(map(type, cols.values())) <= _TYPE_NAMES:
+            return list(cols.items())  # names and types as strings already (the common case)
         return [(str(c), None if t is None else str(t)) for c, t in cols.items()]
     return list(cols)
 
