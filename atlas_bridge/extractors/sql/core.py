@@ -1237,13 +1237,13 @@ class StatementContext:
             elif kind is _LEAF:
                 continue
             # the children, last first (pre-order, left to right): Expr.iter_expressions(reverse=True),
-            # inlined (hot path)
+            # inlined (hot path); leaves of a kind already seen are not pushed, as they would be skipped
             for value in reversed(node.args.values()):
                 if isinstance(value, list):
                     for child in reversed(value):
-                        if isinstance(child, _EXPR):
+                        if isinstance(child, _EXPR) and _NODE_KINDS.get(type(child)) is not _LEAF:
                             stack.append((child, agg, window, func, bound, filter_context))
-                elif isinstance(value, _EXPR):
+                elif isinstance(value, _EXPR) and _NODE_KINDS.get(type(value)) is not _LEAF:
                     stack.append((value, agg, window, func, bound, filter_context))
 
     def _window(
