@@ -84,6 +84,24 @@ def construct_complete(cls: type[_M], data: dict[str, Any]) -> _M:
     return obj
 
 
+def construct_all(cls: type[_M], data: Iterable[dict[str, Any]]) -> list[_M]:
+    """:func:`construct_complete` of each dict in ``data``: one call for many instances of a class (a
+    statement's relations, a dataset's columns), not one per instance."""
+    fields = _ALL_SET.get(cls)
+    if fields is None:
+        fields = _ALL_SET[cls] = set(cls.model_fields)
+    new, set_dict, set_fields, set_extra, set_private = _new, _set_dict, _set_fields, _set_extra, _set_private
+    out: list[_M] = []
+    for values in data:
+        obj = new(cls)
+        set_dict(obj, values)
+        set_fields(obj, fields)
+        set_extra(obj, None)
+        set_private(obj, None)
+        out.append(obj)
+    return out
+
+
 class PausedGC:
     """Python's cyclic collector paused for one extraction or collapse, its previous state restored on exit.
 

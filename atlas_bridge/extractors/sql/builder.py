@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from itertools import groupby
 from operator import eq
-from typing import NamedTuple, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 from atlas_bridge.model import (
     PSEUDO_ROWS,
@@ -33,6 +33,7 @@ from atlas_bridge.model import (
     Span,
     default_flow,
 )
+from atlas_bridge.model import construct_all as _complete_all
 from atlas_bridge.model import construct_complete as _complete
 
 
@@ -82,19 +83,19 @@ class DatasetBuilder:
         # sorted as Dataset's validator sorts them: system last, then by lower-cased name (the key), then
         # by name; decorated rather than keyed, so no Python call per column (hot path)
         order = sorted([(c.system, key, c.name, c) for key, c in self.columns.items()])
-        columns = [
-            _complete(
-                Column,
+        columns = _complete_all(
+            Column,
+            [
                 {
                     "name": c.name,
                     "system": c.system,
                     "data_type": c.data_type,
                     "expression": None,
                     "spans": _spans(c.spans) if c.spans else (),
-                },
-            )
-            for *_, c in order
-        ]
+                }
+                for *_, c in order
+            ],
+        )
         return _complete(
             Dataset,
             {
@@ -284,12 +285,13 @@ class ScriptGraph:
         procedures = _unique_by_id(self.procedures, "procedure")
         columns = {(d.id, c.name) for d in self.datasets.values() for c in d.columns.values()}
         proc_ids = {p.id for p in processes}
-        # Each relation is built with Relation.sort_key of it but the last part (the span's text), and sorted
-        # on that; only relations equal on it are ordered by their span texts, the last of equal ones kept,
-        # as the validator does (tests/test_sql_tpc.py compares the two constructions).
+        # Each relation's fields are paired with Relation.sort_key of it but the last part (the span's text),
+        # and sorted on that; only relations equal on it are ordered by their span texts, the last of equal
+        # ones kept, as the validator does (tests/test_sql_tpc.py compares the two constructions). The
+        # models are made last, in one call.
         refs: dict[ColKey, ColumnRef] = {}  # one (immutable) ColumnRef per column, shared
-        keyed: list[tuple[tuple[str, ...], Relation]] = []
-        for rel in self.relations:  # one model per relation, built inline (hot path)
+        keyed: list[tuple[tuple[str, ...], dict[str, Any]]] = []
+        for rel in self.relations:  # hot path
             source, target = rel.source, rel.target
             # an end is checked when first met (its ColumnRef made): every end is, once
             source_ref = refs.get(source)
@@ -335,30 +337,27 @@ class ScriptGraph:
                         effect_type or "",
                         transform or "",
                     ),
-                    _complete(
-                        Relation,
-                        {
-                            "type": rtype,
-                            "source": source_ref,
-                            "target": target_ref,
-                            "effect_type": effect_type,
-                            "clause_type": clause,
-                            "process_id": process_id,
-                            "flow": flow,
-                            "effect": rel.effect,
-                            "transform": transform,
-                            "function": rel.function,
-                            "span": rel.span,
-                        },
-                    ),
+                    {
+                        "type": rtype,
+                        "source": source_ref,
+                        "target": target_ref,
+                        "effect_type": effect_type,
+                        "clause_type": clause,
+                        "process_id": process_id,
+                        "flow": flow,
+                        "effect": rel.effect,
+                        "transform": transform,
+                        "function": rel.function,
+                        "span": rel.span,
+                    },
                 )
             )
         keyed.sort(key=_first)  # stable: equal keys stay in the order they were added
         keys = [key for key, _ in keyed]
         if any(map(eq, keys, keys[1:])):  # rare: relations that differ only in their spans
-            relations = _by_span_text(keyed)
+            relations = _complete_all(Relation, _by_span_text(keyed))
         else:
-            relations = [relation for _, relation in keyed]
+            relations = _complete_all(Relation, [values for _, values in keyed])
         return _complete(
             Lineage,
             {
@@ -370,16 +369,16 @@ class ScriptGraph:
         )
 
 
-def _first(item: tuple[tuple[str, ...], Relation]) -> tuple[str, ...]:
+def _first(item: tuple[tuple[str, ...], dict[str, Any]]) -> tuple[str, ...]:
     return item[0]
 
 
-def _by_span_text(keyed: list[tuple[tuple[str, ...], Relation]]) -> list[Relation]:
-    """Relations sorted on their keys, those of equal keys ordered by their span texts (the last of equal
-    span texts kept): the validator's order and de-duplication on the whole sort key."""
-    out: list[Relation] = []
+def _by_span_text(keyed: list[tuple[tuple[str, ...], dict[str, Any]]]) -> list[dict[str, Any]]:
+    """Relations (their fields) sorted on their keys, those of equal keys ordered by their span texts (the
+    last of equal span texts kept): the validator's order and de-duplication on the whole sort key."""
+    out: list[dict[str, Any]] = []
     for _, group in groupby(keyed, key=_first):
-        by_span = {(str(r.span) if r.span is not None else ""): r for _, r in group}  # the last one wins
+        by_span = {(str(r["span"]) if r["span"] is not None else ""): r for _, r in group}  # the last wins
         out.extend(by_span[k] for k in sorted(by_span))
     return out
 
