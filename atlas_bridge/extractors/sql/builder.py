@@ -204,12 +204,7 @@ class GraphBuilder:
         if source == target:
             return
         key = (rtype._value_, source, target, clause_type._value_ if clause_type else "")
-        old = self.relations.get(key)
-        if old is not None:
-            if effect is not None and (old.effect is None or effect.rank > old.effect.rank):
-                self.relations[key] = old._replace(effect=effect)
-            return
-        self.relations[key] = _new_relation(  # the tuple's own constructor (hot path): fields in order
+        new = _new_relation(  # the tuple's own constructor (hot path): fields in order
             RelationBuilder,
             (
                 rtype,
@@ -225,7 +220,12 @@ class GraphBuilder:
                 span,
             ),
         )
-        if rtype is not RelationType.JOIN:
+        old = self.relations.setdefault(key, new)  # the key hashed once
+        if old is not new:
+            if effect is not None and (old.effect is None or effect.rank > old.effect.rank):
+                self.relations[key] = old._replace(effect=effect)
+            return
+        if rtype is not _JOIN:
             self._incoming.add(target)
 
     def finish(self, spelling: dict[tuple[str, str], str]) -> None:
@@ -383,7 +383,7 @@ def _by_span_text(keyed: list[tuple[tuple[str, ...], dict[str, Any]]]) -> list[d
     return out
 
 
-_FDD, _FDR = RelationType.FDD, RelationType.FDR
+_FDD, _FDR, _JOIN = RelationType.FDD, RelationType.FDR, RelationType.JOIN
 _DATA_FLOW, _GROUPS, _RESTRICTS = FlowKind.DATA_FLOW, FlowKind.GROUPS, FlowKind.RESTRICTS
 _GROUP_BY = ClauseType.GROUP_BY
 
