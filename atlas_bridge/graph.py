@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterator
+from operator import itemgetter
 from typing import NamedTuple
 
 from atlas_bridge.model import (
@@ -303,8 +304,8 @@ def _span_text(span: Span | None) -> str:
     return "" if span is None else str(span)
 
 
-def _first(item: _Keyed) -> tuple[str, ...]:
-    return item[0]
+_first = itemgetter(0)
+"""The key of a keyed item (a C function: no Python call per item when sorting)."""
 
 
 class TableEdge(_Frozen):

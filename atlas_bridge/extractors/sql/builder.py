@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from itertools import groupby
-from operator import eq
+from operator import eq, itemgetter
 from typing import Any, NamedTuple, TypeVar
 
 from atlas_bridge.model import (
@@ -369,8 +369,8 @@ class ScriptGraph:
         )
 
 
-def _first(item: tuple[tuple[str, ...], dict[str, Any]]) -> tuple[str, ...]:
-    return item[0]
+_first = itemgetter(0)
+"""The key of a keyed relation (a C function: no Python call per relation when sorting)."""
 
 
 def _by_span_text(keyed: list[tuple[tuple[str, ...], dict[str, Any]]]) -> list[dict[str, Any]]:
