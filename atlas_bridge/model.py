@@ -583,23 +583,34 @@ def dataset_id(
     >>> dataset_id(DatasetKind.RESULTSET, "RS-1", scope="p1")
     'resultset:p1/RS-1'
     """
-    if kind in (DatasetKind.PATH, DatasetKind.STAGE, DatasetKind.STREAM) and not db and not catalog:
-        key = name if kind is DatasetKind.PATH else name.lower()
+    if not db and not catalog:  # (many per statement: the common cases without a join or a Python call)
+        if kind in _LOCATION_KINDS:
+            key = name if kind is DatasetKind.PATH else name.lower()
+        else:
+            key = name.lower() if kind in _CASELESS_KINDS else name
     else:
         key = ".".join(p for p in (catalog, db, name) if p)
-        if kind in (
-            DatasetKind.TABLE,
-            DatasetKind.VIEW,
-            DatasetKind.PSEUDO_TABLE,
-            DatasetKind.STAGE,
-            DatasetKind.STREAM,
-            DatasetKind.CONSTANT_TABLE,
-        ):
+        if kind in _CASELESS_KINDS:
             key = key.lower()
-    kind_key = "table" if kind is DatasetKind.VIEW else kind.value
+    kind_key = "table" if kind is DatasetKind.VIEW else kind._value_
     if scope:
-        key = f"{scope}/{key}"
+        return f"{kind_key}:{scope}/{key}"
     return f"{kind_key}:{key}"
+
+
+_LOCATION_KINDS = frozenset({DatasetKind.PATH, DatasetKind.STAGE, DatasetKind.STREAM})
+"""Kinds keyed on their location when they have no db or catalog."""
+_CASELESS_KINDS = frozenset(
+    {
+        DatasetKind.TABLE,
+        DatasetKind.VIEW,
+        DatasetKind.PSEUDO_TABLE,
+        DatasetKind.STAGE,
+        DatasetKind.STREAM,
+        DatasetKind.CONSTANT_TABLE,
+    }
+)
+"""Kinds keyed case-insensitively on ``catalog.db.name``."""
 
 
 def query_hash(sql: str) -> str:
