@@ -309,10 +309,13 @@ class StatementContext:
             return None
         meta = node.meta if isinstance(node, exp.Identifier) else None
         if meta is None or "start" not in meta:
-            ident = node.this if isinstance(node.this, exp.Identifier) else node.find(exp.Identifier)
-            if ident is None or "start" not in ident.meta:
+            this = node.this
+            ident = this if isinstance(this, exp.Identifier) else node.find(exp.Identifier)
+            if ident is None:
                 return None
             meta = ident.meta
+            if "start" not in meta:
+                return None
         return self.state.lines.span(int(meta["start"]), int(meta["end"]) + 1)
 
     def statement_span(self) -> Span:
