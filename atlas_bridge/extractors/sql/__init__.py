@@ -197,10 +197,7 @@ def extract_and_learn(
     >>> defined, looked
     ([(None, 's', 't', [('a', 'INT')])], [(None, 's', 'u')])
     """
-    result, state = _extract(
-        sql, dialect, schema, default_db, file=file, time_budget_s=time_budget_s, learn=True
-    )
-    return result, state.schema.defined(), list(state.schema.lookups or ())
+    return _extract(sql, dialect, schema, default_db, file=file, time_budget_s=time_budget_s, learn=True)
 
 
 def _extract(
@@ -212,10 +209,29 @@ def _extract(
     file: str | None,
     time_budget_s: float | None,
     learn: bool = False,
-) -> tuple[ExtractionResult, ScriptState]:
+) -> tuple[ExtractionResult, list[LearnedTable], list[TableKey]]:
+    """The result, and (``learn``) the tables the script defined and those it looked up."""
     d = resolve_dialect(dialect)
     if type(d) in (Trino, Presto) and "`" in sql:
         d = Athena()  # Athena's Hive DDL (backquoted names) written as Trino/Presto: Athena reads both
+    with PausedGC() as paused:
+        return _script(sql, d, schema, default_db, file, time_budget_s, paused, learn=learn)
+
+
+def _script(
+    sql: str,
+    d: Dialect,
+    schema: Mapping[str, Any] | SchemaIndex | None,
+    default_db: str | None,
+    file: str | None,
+    time_budget_s: float | None,
+    paused: PausedGC,
+    *,
+    learn: bool,
+) -> tuple[ExtractionResult, list[LearnedTable], list[TableKey]]:
+    """:func:`_extract` with the collector paused. The script's state (its schema index, spellings,
+    column lists) dies when this returns, before the collector resumes: its first pass then walks the
+    result, not the state too."""
     index = SchemaIndex(schema, default_db)
     if learn:
         index.lookups = {}
@@ -227,11 +243,13 @@ def _extract(
         file=file,
         default_db=default_db or None,
     )
-    with PausedGC() as paused:
-        lineage = _lineage(state, d, time_budget_s, paused)
+    lineage = _lineage(state, d, time_budget_s, paused)
     # The Lineage is validated once in freeze(); constructing ExtractionResult normally would run its
     # validators a second time (pydantic re-runs after-validators on model instances).
-    return ExtractionResult.model_construct(lineage=lineage, problems=tuple(state.problems)), state
+    result = ExtractionResult.model_construct(lineage=lineage, problems=tuple(state.problems))
+    if not learn:
+        return result, [], []
+    return result, index.defined(), list(index.lookups or ())
 
 
 def _lineage(state: ScriptState, d: Dialect, time_budget_s: float | None, paused: PausedGC) -> Lineage:
