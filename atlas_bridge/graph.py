@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterator
 from operator import itemgetter
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from atlas_bridge.model import (
     ClauseType,
@@ -29,7 +29,7 @@ from atlas_bridge.model import (
     RelationType,
     Span,
     _Frozen,
-    construct_complete,
+    construct_all,
     construct_trusted,
 )
 
@@ -147,7 +147,7 @@ def _collapse(lineage: Lineage, local: set[str]) -> Lineage:
         head = _one_hop(rel)  # its source is not intermediate, so it heads its chains
         for chain in reach((target.dataset_id, target.column)).values():
             full = chain.prepend(head)
-            # the key of full.collapse()'s edge, without building it (the first hop is ``rel``;
+            # the key of full.edge(), without building it (the first hop is ``rel``;
             # tests/test_sql_tpc.py compares with the validator's order)
             last = full.last
             end = last.target
@@ -165,7 +165,9 @@ def _collapse(lineage: Lineage, local: set[str]) -> Lineage:
                 full.transform or "",
             )
             keyed.append((key, full, rel.span))
-    relations = [item if isinstance(item, Relation) else item.collapse() for item in _prefer_fdd_keyed(keyed)]
+    kept = _prefer_fdd_keyed(keyed)
+    made = iter(construct_all(Relation, [item.edge() for item in kept if not isinstance(item, Relation)]))
+    relations = [item if isinstance(item, Relation) else next(made) for item in kept]
     datasets = [d for d in lineage.datasets if d.id not in inter or d.id in used]
     # Canonical already, so not validated again: the datasets, processes and procedures are the input's
     # (sorted, unique); relations come sorted and unique from _prefer_fdd_keyed, and each end is a column
@@ -214,32 +216,30 @@ class _Chain(NamedTuple):
             ),
         )
 
-    def collapse(self) -> Relation:
-        """The end-to-end edge; an fdr chain whose every fdr hop is a data flow (``COUNT(*)`` fed by the
-        table's rows) keeps that reading and its effect instead of turning into "restricts"."""
+    def edge(self) -> dict[str, Any]:
+        """The end-to-end edge's fields (every one, in order: the models are made in one call); an fdr
+        chain whose every fdr hop is a data flow (``COUNT(*)`` fed by the table's rows) keeps that reading
+        and its effect instead of turning into "restricts"."""
         first, last = self.first, self.last
         if self.fdr:
             kind, clause = _FDR_TYPE, self.clause
             flow = (_GROUPS if clause is _GROUP_BY else _RESTRICTS) if self.restricting else _DATA_FLOW
         else:
             kind, clause, flow = _FDD_TYPE, None, _DATA_FLOW
-        # Every field comes from validated relations: skip re-validation (hot path on big lineage).
-        return construct_complete(
-            Relation,
-            {
-                "type": kind,
-                "source": first.source,
-                "target": last.target,
-                "effect_type": last.effect_type or first.effect_type,
-                "clause_type": clause,
-                "process_id": last.process_id or first.process_id,
-                "flow": flow,
-                "effect": None if self.restricting else self.effect,
-                "transform": self.transform,
-                "function": self.function,
-                "span": first.span,
-            },
-        )
+        # Every field comes from validated relations: not validated again (hot path on big lineage).
+        return {
+            "type": kind,
+            "source": first.source,
+            "target": last.target,
+            "effect_type": last.effect_type or first.effect_type,
+            "clause_type": clause,
+            "process_id": last.process_id or first.process_id,
+            "flow": flow,
+            "effect": None if self.restricting else self.effect,
+            "transform": self.transform,
+            "function": self.function,
+            "span": first.span,
+        }
 
 
 def _one_hop(rel: Relation) -> _Chain:
