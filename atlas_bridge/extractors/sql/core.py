@@ -1177,8 +1177,7 @@ class StatementContext:
         An explicit stack rather than recursion: generated SQL nests thousands deep (``a AND b AND ...``),
         which sqlglot parses iteratively and a recursive walk could not follow.
         """
-        Item = tuple[exp.Expr, bool, bool, str | None, frozenset[str], bool]
-        stack: list[Item] = [(node, agg, window, func, bound, filter_context)]
+        stack: list[_WalkItem] = [(node, agg, window, func, bound, filter_context)]
         resolve_variable = self.state.resolve_variable  # set per procedural block, not during a walk
         while stack:
             node, agg, window, func, bound, filter_context = stack.pop()
@@ -1467,6 +1466,9 @@ def _counts_rows(count: exp.Count) -> bool:
     literal is never skipped, so ``COUNT(1)`` and ``COUNT('x')`` count every row as ``COUNT(*)`` does)."""
     return count.this is None or isinstance(count.this, (exp.Star, exp.Literal))
 
+
+_WalkItem = tuple[exp.Expr, bool, bool, str | None, frozenset[str], bool]
+"""An expression on _collect's stack and its context: agg, window, func, bound names, filter context."""
 
 _COLUMN, _QUERY, _WINDOW, _AGG, _FUNC, _FILTER, _LAMBDA, _LEAF, _OTHER = (
     "column",
