@@ -215,7 +215,14 @@ def _extract(
     if type(d) in (Trino, Presto) and "`" in sql:
         d = Athena()  # Athena's Hive DDL (backquoted names) written as Trino/Presto: Athena reads both
     with PausedGC() as paused:
-        return _script(sql, d, schema, default_db, file, time_budget_s, paused, learn=learn)
+        lineage, problems, defined, looked_up = _script(
+            sql, d, schema, default_db, file, time_budget_s, paused, learn=learn
+        )
+    # Made once the collector runs again, so that its pass over the statement's garbage (sqlglot's trees
+    # are cyclic) falls here, in the extraction. The Lineage is validated once in freeze(); constructing
+    # ExtractionResult normally would run its validators a second time (pydantic re-runs after-validators
+    # on model instances).
+    return ExtractionResult.model_construct(lineage=lineage, problems=problems), defined, looked_up
 
 
 def _script(
@@ -228,10 +235,10 @@ def _script(
     paused: PausedGC,
     *,
     learn: bool,
-) -> tuple[ExtractionResult, list[LearnedTable], list[TableKey]]:
+) -> tuple[Lineage, tuple[Problem, ...], list[LearnedTable], list[TableKey]]:
     """:func:`_extract` with the collector paused. The script's state (its schema index, spellings,
     column lists) dies when this returns, before the collector resumes: its first pass then walks the
-    result, not the state too."""
+    lineage, not the state too."""
     index = SchemaIndex(schema, default_db)
     if learn:
         index.lookups = {}
@@ -244,12 +251,9 @@ def _script(
         default_db=default_db or None,
     )
     lineage = _lineage(state, d, time_budget_s, paused)
-    # The Lineage is validated once in freeze(); constructing ExtractionResult normally would run its
-    # validators a second time (pydantic re-runs after-validators on model instances).
-    result = ExtractionResult.model_construct(lineage=lineage, problems=tuple(state.problems))
     if not learn:
-        return result, [], []
-    return result, index.defined(), list(index.lookups or ())
+        return lineage, tuple(state.problems), [], []
+    return lineage, tuple(state.problems), index.defined(), list(index.lookups or ())
 
 
 def _lineage(state: ScriptState, d: Dialect, time_budget_s: float | None, paused: PausedGC) -> Lineage:
