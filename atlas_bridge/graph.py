@@ -12,12 +12,14 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterator
-from typing import NamedTuple, TypeVar
+from operator import itemgetter
+from typing import Any, NamedTuple
 
 from atlas_bridge.model import (
     ClauseType,
     ColumnRef,
     Dataset,
+    DatasetKind,
     Effect,
     FlowKind,
     Lineage,
@@ -25,10 +27,10 @@ from atlas_bridge.model import (
     Process,
     Relation,
     RelationType,
+    Span,
     _Frozen,
-    construct_complete,
+    construct_all,
     construct_trusted,
-    default_flow,
 )
 
 _CHAIN_TYPES = (RelationType.FDD, RelationType.FDR)
@@ -47,7 +49,10 @@ def intermediate_dataset_ids(lineage: Lineage) -> frozenset[str]:
 
 
 def _is_statement_local(ds: Dataset) -> bool:
-    return ds.kind.value in ("resultset", "variable")
+    return ds.kind in _LOCAL_KINDS
+
+
+_LOCAL_KINDS = frozenset({DatasetKind.RESULTSET, DatasetKind.VARIABLE})
 
 
 def end_to_end(lineage: Lineage) -> Lineage:
@@ -64,27 +69,29 @@ def end_to_end(lineage: Lineage) -> Lineage:
     >>> [f"{r.source} {r.type.value} {r.target}" for r in end_to_end(g).relations]
     ['table:t.a fdd table:v.a']
     """
-    inter = intermediate_dataset_ids(lineage)
-    if not inter:
+    local = {d.id for d in lineage.datasets if d.kind in _LOCAL_KINDS}
+    if not local:
         return lineage
     with PausedGC():  # it makes no cyclic garbage; the collector would only walk the live chains
-        return _collapse(lineage, inter)
+        return _collapse(lineage, local)
 
 
-def _collapse(lineage: Lineage, inter: frozenset[str]) -> Lineage:
-    heads: dict[int, _Chain] = {}  # the one-hop chain of each relation, by id (relations are not hashed)
+def _collapse(lineage: Lineage, local: set[str]) -> Lineage:
+    """End to end, with ``local`` the ids of the statement-local datasets: those that feed a chain are the
+    intermediate ones (:func:`intermediate_dataset_ids`), found in the same pass that collects the hops."""
     # only intermediate columns are walked from (reach), so only their out-edges are kept
     out_edges: dict[tuple[str, str], list[tuple[tuple[str, str], _Chain]]] = defaultdict(list)
     for rel in lineage.relations:
         if rel.type in _CHAIN_TYPES:
-            source, target = rel.source, rel.target
-            if source.dataset_id in inter:
-                head = heads[id(rel)] = _Chain.of(rel)
+            source = rel.source
+            if source.dataset_id in local:
+                target = rel.target
                 out_edges[(source.dataset_id, source.column)].append(
-                    ((target.dataset_id, target.column), head)
+                    ((target.dataset_id, target.column), _one_hop(rel))
                 )
-            elif target.dataset_id in inter:
-                heads[id(rel)] = _Chain.of(rel)
+    inter = {node[0] for node in out_edges}  # a local dataset is intermediate iff it feeds a chain
+    if not inter:
+        return lineage
 
     memo: dict[tuple[str, str], dict[tuple[str, str], _Chain]] = {}
     in_progress: set[tuple[str, str]] = set()
@@ -100,29 +107,47 @@ def _collapse(lineage: Lineage, inter: frozenset[str]) -> Lineage:
         for tgt, head in out_edges.get(node, ()):
             if tgt[0] in inter:
                 for end, chain in reach(tgt).items():
-                    _keep_best(found, end, chain.prepend(head))
+                    old = found.get(end)
+                    if old is None or (old.fdr and not (head.fdr or chain.fdr)):  # an fdd chain wins
+                        found[end] = chain.prepend(head)
             else:
-                _keep_best(found, tgt, head)
+                old = found.get(tgt)
+                if old is None or (old.fdr and not head.fdr):
+                    found[tgt] = head
         in_progress.discard(node)
         memo[node] = found
         return found
 
-    # Keyed first, built last: chains that _prefer_fdd_keyed drops never become Relation objects.
-    keyed: list[tuple[tuple[str, ...], Relation | _Chain]] = []
+    # Keyed first, built last: chains that _prefer_fdd_keyed drops never become Relation objects. The key is
+    # Relation.sort_key of the edge without its last part (the span's text, made only where it decides).
+    keyed: list[_Keyed] = []
+    used: set[str] = set()  # intermediate datasets still named by an edge (a join into a resultset)
     for rel in lineage.relations:
-        if rel.source.dataset_id in inter:
+        source = rel.source
+        if source.dataset_id in inter:
             continue
         target = rel.target
+        clause = rel.clause_type
         if rel.type not in _CHAIN_TYPES or target.dataset_id not in inter:
-            keyed.append((rel.sort_key(), rel))
+            if target.dataset_id in inter:
+                used.add(target.dataset_id)
+            key = (
+                target.dataset_id,
+                target.column,
+                source.dataset_id,
+                source.column,
+                rel.type._value_,
+                clause._value_ if clause is not None else "",
+                rel.process_id or "",
+                rel.effect_type or "",
+                rel.transform or "",
+            )
+            keyed.append((key, rel, rel.span))
             continue
-        head = heads[id(rel)]
-        source = rel.source
-        span = rel.span
-        span_text = "" if span is None else str(span)  # once for all chains that start with ``rel``
+        head = _one_hop(rel)  # its source is not intermediate, so it heads its chains
         for chain in reach((target.dataset_id, target.column)).values():
             full = chain.prepend(head)
-            # Relation.sort_key of full.collapse()'s edge, without building it (the first hop is ``rel``;
+            # the key of full.edge(), without building it (the first hop is ``rel``;
             # tests/test_sql_tpc.py compares with the validator's order)
             last = full.last
             end = last.target
@@ -138,11 +163,11 @@ def _collapse(lineage: Lineage, inter: frozenset[str]) -> Lineage:
                 last.process_id or rel.process_id or "",
                 last.effect_type or rel.effect_type or "",
                 full.transform or "",
-                span_text,
             )
-            keyed.append((key, full))
-    relations = [item if isinstance(item, Relation) else item.collapse() for item in _prefer_fdd_keyed(keyed)]
-    used = {e.dataset_id for r in relations for e in (r.source, r.target)}
+            keyed.append((key, full, rel.span))
+    kept = _prefer_fdd_keyed(keyed)
+    made = iter(construct_all(Relation, [item.edge() for item in kept if not isinstance(item, Relation)]))
+    relations = [item if isinstance(item, Relation) else next(made) for item in kept]
     datasets = [d for d in lineage.datasets if d.id not in inter or d.id in used]
     # Canonical already, so not validated again: the datasets, processes and procedures are the input's
     # (sorted, unique); relations come sorted and unique from _prefer_fdd_keyed, and each end is a column
@@ -168,17 +193,10 @@ class _Chain(NamedTuple):
     transform: str | None  # the last transform on the chain
     function: str | None  # the first function on the chain
 
-    @classmethod
-    def of(cls, rel: Relation) -> _Chain:
-        fdr = rel.type is RelationType.FDR
-        restricting = fdr and rel.flow is not FlowKind.DATA_FLOW
-        clause = rel.clause_type if fdr else None
-        return _new_chain(cls, (rel, rel, fdr, restricting, clause, rel.effect, rel.transform, rel.function))
-
     def prepend(self, head: _Chain) -> _Chain:
-        """The chain ``head`` (a one-hop chain, :meth:`of`) then this one."""
+        """The chain ``head`` (a one-hop chain, :func:`_one_hop`) then this one."""
         effect = self.effect
-        if head.effect is not None and (effect is None or head.effect.rank > effect.rank):
+        if head.effect is not None and (effect is None or _RANK[head.effect] > _RANK[effect]):
             effect = head.effect
         if head.restricting or (head.fdr and not self.restricting):
             clause = head.clause
@@ -198,70 +216,96 @@ class _Chain(NamedTuple):
             ),
         )
 
-    def collapse(self) -> Relation:
-        """The end-to-end edge; an fdr chain whose every fdr hop is a data flow (``COUNT(*)`` fed by the
-        table's rows) keeps that reading and its effect instead of turning into "restricts"."""
+    def edge(self) -> dict[str, Any]:
+        """The end-to-end edge's fields (every one, in order: the models are made in one call); an fdr
+        chain whose every fdr hop is a data flow (``COUNT(*)`` fed by the table's rows) keeps that reading
+        and its effect instead of turning into "restricts"."""
         first, last = self.first, self.last
         if self.fdr:
             kind, clause = _FDR_TYPE, self.clause
-            flow = default_flow(kind, clause) if self.restricting else _DATA_FLOW
+            flow = (_GROUPS if clause is _GROUP_BY else _RESTRICTS) if self.restricting else _DATA_FLOW
         else:
             kind, clause, flow = _FDD_TYPE, None, _DATA_FLOW
-        # Every field comes from validated relations: skip re-validation (hot path on big lineage).
-        return construct_complete(
-            Relation,
-            {
-                "type": kind,
-                "source": first.source,
-                "target": last.target,
-                "effect_type": last.effect_type or first.effect_type,
-                "clause_type": clause,
-                "process_id": last.process_id or first.process_id,
-                "flow": flow,
-                "effect": None if self.restricting else self.effect,
-                "transform": self.transform,
-                "function": self.function,
-                "span": first.span,
-            },
-        )
+        # Every field comes from validated relations: not validated again (hot path on big lineage).
+        return {
+            "type": kind,
+            "source": first.source,
+            "target": last.target,
+            "effect_type": last.effect_type or first.effect_type,
+            "clause_type": clause,
+            "process_id": last.process_id or first.process_id,
+            "flow": flow,
+            "effect": None if self.restricting else self.effect,
+            "transform": self.transform,
+            "function": self.function,
+            "span": first.span,
+        }
+
+
+def _one_hop(rel: Relation) -> _Chain:
+    """The chain of one relation."""
+    fdr = rel.type is _FDR_TYPE
+    clause = rel.clause_type if fdr else None
+    return _new_chain(
+        _Chain,
+        (rel, rel, fdr, fdr and rel.flow is not _DATA_FLOW, clause, rel.effect, rel.transform, rel.function),
+    )
 
 
 _new_chain = tuple.__new__
 _FDR_TYPE = RelationType.FDR
 _FDD_TYPE = RelationType.FDD
 _DATA_FLOW = FlowKind.DATA_FLOW
+# default_flow of an fdr edge, inline (hot path)
+_GROUPS, _RESTRICTS, _GROUP_BY = FlowKind.GROUPS, FlowKind.RESTRICTS, ClauseType.GROUP_BY
+_RANK = {effect: effect.rank for effect in Effect}
 
 
-def _keep_best(found: dict[tuple[str, str], _Chain], end: tuple[str, str], chain: _Chain) -> None:
-    old = found.get(end)
-    if old is None or (old.fdr and not chain.fdr):
-        found[end] = chain
-
-
-def _prefer_fdd_keyed(keyed: list[tuple[tuple[str, ...], _K]]) -> list[_K]:
+def _prefer_fdd_keyed(keyed: list[_Keyed]) -> list[Relation | _Chain]:
     """Where both an fdd and an fdr edge join the same two columns, the fdd one stands alone.
 
-    ``keyed`` pairs each edge (or what will make it) with its edge's ``sort_key``. Chains that differ only in
-    where the source was read (their span) are one end-to-end edge; the earliest span is kept. The result
-    is in ``sort_key`` order and unique, as :class:`Lineage` keeps it.
+    ``keyed`` pairs each edge (or what will make it) with its edge's ``sort_key`` but the last part, and
+    its span. Chains that differ only in where the source was read (their span) are one end-to-end edge;
+    the earliest span (in ``sort_key`` order: by its text) is kept, the first given of equal ones. The
+    result is in ``sort_key`` order and unique, as :class:`Lineage` keeps it.
     """
-    keyed.sort(key=_first)
+    keyed.sort(key=_first)  # stable: equal keys stay in the order given
     # The ends as plain strings (sort_key starts target dataset, target column, source dataset, source
     # column): hashing tuples of str is much cheaper than hashing the frozen ColumnRef models.
-    fdd_pairs = {key[:4] for key, _ in keyed if key[4] == _FDD}
-    kept: dict[tuple[str, ...], _K] = {}
-    for key, item in keyed:
+    fdd_pairs = {key[:4] for key, _, _ in keyed if key[4] == _FDD}
+    kept: list[Relation | _Chain] = []
+    last: tuple[str, ...] | None = None
+    last_span: Span | None = None
+    texts: dict[int, str] = {}  # span texts by span (alive while here), made only where keys meet
+    for key, item, span in keyed:
         if key[4] == _FDR and key[:4] in fdd_pairs:
             continue
-        kept.setdefault(key[:-1], item)
-    return list(kept.values())
+        if key != last:  # sorted: equal keys are adjacent
+            kept.append(item)
+            last, last_span = key, span
+            continue
+        if span is last_span:
+            continue
+        text = texts.get(id(span))
+        if text is None:
+            text = texts[id(span)] = _span_text(span)
+        last_text = texts.get(id(last_span))
+        if last_text is None:
+            last_text = texts[id(last_span)] = _span_text(last_span)
+        if text < last_text:
+            kept[-1], last_span = item, span
+    return kept
 
 
-_K = TypeVar("_K")
+_Keyed = tuple[tuple[str, ...], Relation | _Chain, Span | None]
 
 
-def _first(pair: tuple[tuple[str, ...], object]) -> tuple[str, ...]:
-    return pair[0]
+def _span_text(span: Span | None) -> str:
+    return "" if span is None else str(span)
+
+
+_first = itemgetter(0)
+"""The key of a keyed item (a C function: no Python call per item when sorting)."""
 
 
 class TableEdge(_Frozen):

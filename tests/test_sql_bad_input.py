@@ -21,7 +21,7 @@ from sqlglot.dialects.dialect import Dialect
 from atlas_bridge import extract_sql_lineage
 from atlas_bridge.extractors.sql.split import split_statements
 from atlas_bridge.graph import end_to_end, relation_lines
-from atlas_bridge.model import ExtractionResult, Severity, query_hash
+from atlas_bridge.model import ExtractionResult, Severity, _streamed_hash, query_hash
 
 DATA = Path(__file__).parent / "data" / "sql" / "bad_input"
 CRASHERS: list[dict[str, Any]] = [
@@ -164,6 +164,27 @@ def test_fallback_split_honours_the_dialects_quotes_and_comments(
 )
 def test_query_hash_folds_outside_literals_only(a: str, b: str, same: bool) -> None:
     assert (query_hash(a) == query_hash(b)) is same
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "select a  from t",
+        "SELECT 'A  B'\tFROM\n T",
+        "select 'it''s  X' ,'' , ''''",
+        "select 'open  X",  # an odd number of quotes: the last opens no literal
+        "select 'a'' B' || ' C",
+        "x 'a''  b''  C",
+        "'' '",
+        "  'A'  ",
+        "select '\u00a0A\u2003' \u00a0\u2003 FROM  \u3000T",  # Unicode whitespace, in and out of literals
+        "SELECT 'İ' , İ",
+    ],
+)
+def test_query_hash_cuts_at_quotes_as_the_literal_pattern_does(text: str) -> None:
+    """Statements of ordinary size are cut at every quote; longer ones are hashed around the literal
+    pattern's matches: both must hash the same text alike."""
+    assert query_hash(text) == _streamed_hash(text.strip().rstrip(";").strip())
 
 
 def test_query_hash_of_literals_longer_than_a_slice() -> None:

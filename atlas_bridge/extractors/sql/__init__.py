@@ -197,10 +197,7 @@ def extract_and_learn(
     >>> defined, looked
     ([(None, 's', 't', [('a', 'INT')])], [(None, 's', 'u')])
     """
-    result, state = _extract(
-        sql, dialect, schema, default_db, file=file, time_budget_s=time_budget_s, learn=True
-    )
-    return result, state.schema.defined(), list(state.schema.lookups or ())
+    return _extract(sql, dialect, schema, default_db, file=file, time_budget_s=time_budget_s, learn=True)
 
 
 def _extract(
@@ -212,10 +209,36 @@ def _extract(
     file: str | None,
     time_budget_s: float | None,
     learn: bool = False,
-) -> tuple[ExtractionResult, ScriptState]:
+) -> tuple[ExtractionResult, list[LearnedTable], list[TableKey]]:
+    """The result, and (``learn``) the tables the script defined and those it looked up."""
     d = resolve_dialect(dialect)
     if type(d) in (Trino, Presto) and "`" in sql:
         d = Athena()  # Athena's Hive DDL (backquoted names) written as Trino/Presto: Athena reads both
+    with PausedGC() as paused:
+        lineage, problems, defined, looked_up = _script(
+            sql, d, schema, default_db, file, time_budget_s, paused, learn=learn
+        )
+    # Made once the collector runs again, so that its pass over the statement's garbage (sqlglot's trees
+    # are cyclic) falls here, in the extraction. The Lineage is validated once in freeze(); constructing
+    # ExtractionResult normally would run its validators a second time (pydantic re-runs after-validators
+    # on model instances).
+    return ExtractionResult.model_construct(lineage=lineage, problems=problems), defined, looked_up
+
+
+def _script(
+    sql: str,
+    d: Dialect,
+    schema: Mapping[str, Any] | SchemaIndex | None,
+    default_db: str | None,
+    file: str | None,
+    time_budget_s: float | None,
+    paused: PausedGC,
+    *,
+    learn: bool,
+) -> tuple[Lineage, tuple[Problem, ...], list[LearnedTable], list[TableKey]]:
+    """:func:`_extract` with the collector paused. The script's state (its schema index, spellings,
+    column lists) dies when this returns, before the collector resumes: its first pass then walks the
+    lineage, not the state too."""
     index = SchemaIndex(schema, default_db)
     if learn:
         index.lookups = {}
@@ -227,24 +250,29 @@ def _extract(
         file=file,
         default_db=default_db or None,
     )
+    lineage = _lineage(state, d, time_budget_s, paused)
+    if not learn:
+        return lineage, tuple(state.problems), [], []
+    return lineage, tuple(state.problems), index.defined(), list(index.lookups or ())
+
+
+def _lineage(state: ScriptState, d: Dialect, time_budget_s: float | None, paused: PausedGC) -> Lineage:
+    """Every statement analysed, merged and frozen. The builders, tokens and parser die when this returns,
+    before the collector resumes: its first pass then walks the Lineage, not them too."""
     parser = d.parser(error_level=ErrorLevel.RAISE)
     script = ScriptGraph()
     done: list[tuple[StatementChunk, GraphBuilder]] = []
-    unicode_ok = _SURROGATE.search(sql) is None
-    with PausedGC() as paused:
-        for chunk in _chunks(state, sql, d):
-            for g in _contained(state, parser, chunk, time_budget_s, unicode_ok=unicode_ok):
-                script.absorb(g)
-                done.append((chunk, g))
-            paused.tidy()
-        try:
-            lineage = script.freeze()
-        except Exception:  # a bug of ours: keep every statement that merges cleanly, report the others
-            logger.debug("merging the statements failed", exc_info=True)
-            lineage = _salvage(state, done)
-    # The Lineage is validated once in freeze(); constructing ExtractionResult normally would run its
-    # validators a second time (pydantic re-runs after-validators on model instances).
-    return ExtractionResult.model_construct(lineage=lineage, problems=tuple(state.problems)), state
+    unicode_ok = _SURROGATE.search(state.text) is None
+    for chunk in _chunks(state, state.text, d):
+        for g in _contained(state, parser, chunk, time_budget_s, unicode_ok=unicode_ok):
+            script.absorb(g)
+            done.append((chunk, g))
+        paused.tidy()
+    try:
+        return script.freeze()
+    except Exception:  # a bug of ours: keep every statement that merges cleanly, report the others
+        logger.debug("merging the statements failed", exc_info=True)
+        return _salvage(state, done)
 
 
 def learn_schema(

@@ -12,7 +12,9 @@ equals the validated construction.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TypeVar
+from itertools import groupby
+from operator import eq, itemgetter
+from typing import Any, NamedTuple, TypeVar
 
 from atlas_bridge.model import (
     PSEUDO_ROWS,
@@ -31,6 +33,7 @@ from atlas_bridge.model import (
     Span,
     default_flow,
 )
+from atlas_bridge.model import construct_all as _complete_all
 from atlas_bridge.model import construct_complete as _complete
 
 
@@ -63,7 +66,7 @@ class DatasetBuilder:
         key = name.lower()
         col = self.columns.get(key)
         if col is None:
-            col = ColumnBuilder(name=name, system=system)
+            col = ColumnBuilder(name, system)
             self.columns[key] = col
         if span is not None and len(col.spans) < 8:
             col.spans.append(span)
@@ -77,7 +80,22 @@ class DatasetBuilder:
         return name.lower() in self.columns
 
     def freeze(self) -> Dataset:
-        cols = sorted(self.columns.values(), key=_column_order)
+        # sorted as Dataset's validator sorts them: system last, then by lower-cased name (the key), then
+        # by name; decorated rather than keyed, so no Python call per column (hot path)
+        order = sorted([(c.system, key, c.name, c) for key, c in self.columns.items()])
+        columns = _complete_all(
+            Column,
+            [
+                {
+                    "name": c.name,
+                    "system": c.system,
+                    "data_type": c.data_type,
+                    "expression": None,
+                    "spans": _spans(c.spans) if c.spans else (),
+                }
+                for *_, c in order
+            ],
+        )
         return _complete(
             Dataset,
             {
@@ -90,19 +108,7 @@ class DatasetBuilder:
                 "uri": self.uri,
                 "alias": self.alias,
                 "file_format": None,
-                "columns": tuple(
-                    _complete(
-                        Column,
-                        {
-                            "name": c.name,
-                            "system": c.system,
-                            "data_type": c.data_type,
-                            "expression": None,
-                            "spans": _spans(c.spans),
-                        },
-                    )
-                    for c in cols
-                ),
+                "columns": tuple(columns),
                 "process_ids": tuple(sorted(self.process_ids)),
                 "spans": _spans(self.spans),
             },
@@ -126,10 +132,6 @@ class DatasetBuilder:
                 setattr(self, attr, getattr(other, attr))
 
 
-def _column_order(c: ColumnBuilder) -> tuple[bool, str, str]:
-    return (c.system, c.name.lower(), c.name)
-
-
 def _spans(spans: list[Span]) -> tuple[Span, ...]:
     if not spans:
         return ()
@@ -142,9 +144,13 @@ def _spans(spans: list[Span]) -> tuple[Span, ...]:
 ColKey = tuple[str, str]
 """(dataset id, column name)."""
 
+_new_relation = tuple.__new__
 
-@dataclass(slots=True)  # one per edge: slots make them cheaper to build and to collect
-class RelationBuilder:
+
+class RelationBuilder(NamedTuple):
+    """One edge of a statement. A tuple, the cheapest object to make (one or more per edge): changed by
+    replacing it (``_replace``), which few are."""
+
     type: RelationType
     source: ColKey
     target: ColKey
@@ -198,25 +204,28 @@ class GraphBuilder:
         if source == target:
             return
         key = (rtype._value_, source, target, clause_type._value_ if clause_type else "")
-        old = self.relations.get(key)
-        if old is not None:
-            if effect is not None and (old.effect is None or effect.rank > old.effect.rank):
-                old.effect = effect
-            return
-        self.relations[key] = RelationBuilder(  # positional: fields in declaration order (hot path)
-            rtype,
-            source,
-            target,
-            clause_type,
-            effect_type,
-            process_id,
-            flow,
-            effect,
-            transform,
-            function,
-            span,
+        new = _new_relation(  # the tuple's own constructor (hot path): fields in order
+            RelationBuilder,
+            (
+                rtype,
+                source,
+                target,
+                clause_type,
+                effect_type,
+                process_id,
+                flow,
+                effect,
+                transform,
+                function,
+                span,
+            ),
         )
-        if rtype is not RelationType.JOIN:
+        old = self.relations.setdefault(key, new)  # the key hashed once
+        if old is not new:
+            if effect is not None and (old.effect is None or effect.rank > old.effect.rank):
+                self.relations[key] = old._replace(effect=effect)
+            return
+        if rtype is not _JOIN:
             self._incoming.add(target)
 
     def finish(self, spelling: dict[tuple[str, str], str]) -> None:
@@ -235,10 +244,13 @@ class GraphBuilder:
                     col.name = canon
         # a column's key is its lower-cased name, so an end exists iff (dataset, spelling) is one of these
         exists = {(ds_id, col.name) for ds_id, ds in self.datasets.items() for col in ds.columns.values()}
+        if renames:
+            for rel_key, rel in self.relations.items():
+                if rel.source in renames or rel.target in renames:
+                    self.relations[rel_key] = rel._replace(
+                        source=renames.get(rel.source, rel.source), target=renames.get(rel.target, rel.target)
+                    )
         for rel in self.relations.values():
-            if renames:
-                rel.source = renames.get(rel.source, rel.source)
-                rel.target = renames.get(rel.target, rel.target)
             if rel.source not in exists or rel.target not in exists:
                 ds_id, col_name = rel.source if rel.source not in exists else rel.target
                 msg = f"relation {rel.source} -> {rel.target}: no column {col_name!r} on {ds_id!r}"
@@ -273,79 +285,79 @@ class ScriptGraph:
         procedures = _unique_by_id(self.procedures, "procedure")
         columns = {(d.id, c.name) for d in self.datasets.values() for c in d.columns.values()}
         proc_ids = {p.id for p in processes}
-        # Relation.sort_key of the frozen relation, from the builder (hot path), without its last part (the
-        # span's text): relations are grouped on the rest, and only where several share it are their span
-        # texts made, to order them and keep the last of equal ones, as the validator does
-        # (tests/test_sql_tpc.py compares the two constructions).
-        groups: dict[tuple[str, ...], list[RelationBuilder]] = {}
-        for rel in self.relations:
-            if rel.source not in columns or rel.target not in columns:
-                end = rel.source if rel.source not in columns else rel.target
-                msg = f"relation {rel.source} -> {rel.target}: no column {end[1]!r} on {end[0]!r}"
-                raise ValueError(msg)
-            if rel.process_id is not None and rel.process_id not in proc_ids:
-                msg = f"relation {rel.source} -> {rel.target} names unknown process {rel.process_id!r}"
-                raise ValueError(msg)
-            source, target, clause = rel.source, rel.target, rel.clause_type
-            prefix = (
-                target[0],
-                target[1],
-                source[0],
-                source[1],
-                rel.type._value_,
-                clause._value_ if clause is not None else "",
-                rel.process_id or "",
-                rel.effect_type or "",
-                rel.transform or "",
-            )
-            group = groups.get(prefix)
-            if group is None:
-                groups[prefix] = [rel]
-            else:
-                group.append(rel)
-        ordered: list[RelationBuilder] = []
-        for key in sorted(groups):
-            group = groups[key]
-            if len(group) == 1:
-                ordered.append(group[0])
-                continue
-            by_span = {(str(r.span) if r.span is not None else ""): r for r in group}  # the last one wins
-            ordered.extend(by_span[k] for k in sorted(by_span))
-        refs: dict[ColKey, ColumnRef] = {}
-        relations: list[Relation] = []
-        for rel in ordered:  # one model per relation, built inline (hot path)
-            source_ref = refs.get(rel.source)  # one (immutable) ColumnRef per column, shared
+        # Each relation's fields are paired with Relation.sort_key of it but the last part (the span's text),
+        # and sorted on that; only relations equal on it are ordered by their span texts, the last of equal
+        # ones kept, as the validator does (tests/test_sql_tpc.py compares the two constructions). The
+        # models are made last, in one call.
+        refs: dict[ColKey, ColumnRef] = {}  # one (immutable) ColumnRef per column, shared
+        keyed: list[tuple[tuple[str, ...], dict[str, Any]]] = []
+        for rel in self.relations:  # hot path
+            source, target = rel.source, rel.target
+            # an end is checked when first met (its ColumnRef made): every end is, once
+            source_ref = refs.get(source)
             if source_ref is None:
-                source_ref = refs[rel.source] = _complete(
-                    ColumnRef, {"dataset_id": rel.source[0], "column": rel.source[1]}
+                if source not in columns:
+                    msg = f"relation {source} -> {target}: no column {source[1]!r} on {source[0]!r}"
+                    raise ValueError(msg)
+                source_ref = refs[source] = _complete(
+                    ColumnRef, {"dataset_id": source[0], "column": source[1]}
                 )
-            target_ref = refs.get(rel.target)
+            target_ref = refs.get(target)
             if target_ref is None:
-                target_ref = refs[rel.target] = _complete(
-                    ColumnRef, {"dataset_id": rel.target[0], "column": rel.target[1]}
+                if target not in columns:
+                    msg = f"relation {source} -> {target}: no column {target[1]!r} on {target[0]!r}"
+                    raise ValueError(msg)
+                target_ref = refs[target] = _complete(
+                    ColumnRef, {"dataset_id": target[0], "column": target[1]}
                 )
+            process_id = rel.process_id
+            if process_id is not None and process_id not in proc_ids:
+                msg = f"relation {source} -> {target} names unknown process {process_id!r}"
+                raise ValueError(msg)
             rtype, clause = rel.type, rel.clause_type
             flow = rel.flow
-            if flow is None:
-                flow = default_flow(rtype, clause)
-            relations.append(
-                _complete(
-                    Relation,
+            if flow is None:  # default_flow, inline
+                if rtype is _FDD:
+                    flow = _DATA_FLOW
+                elif rtype is _FDR:
+                    flow = _GROUPS if clause is _GROUP_BY else _RESTRICTS
+                else:
+                    flow = default_flow(rtype, clause)
+            effect_type, transform = rel.effect_type, rel.transform
+            keyed.append(
+                (
+                    (
+                        target[0],
+                        target[1],
+                        source[0],
+                        source[1],
+                        rtype._value_,
+                        clause._value_ if clause is not None else "",
+                        process_id or "",
+                        effect_type or "",
+                        transform or "",
+                    ),
                     {
                         "type": rtype,
                         "source": source_ref,
                         "target": target_ref,
-                        "effect_type": rel.effect_type,
+                        "effect_type": effect_type,
                         "clause_type": clause,
-                        "process_id": rel.process_id,
+                        "process_id": process_id,
                         "flow": flow,
                         "effect": rel.effect,
-                        "transform": rel.transform,
+                        "transform": transform,
                         "function": rel.function,
                         "span": rel.span,
                     },
                 )
             )
+        keyed.sort(key=_first)  # stable: equal keys stay in the order they were added
+        keys = [key for key, _ in keyed]
+        if any(map(eq, keys, keys[1:])):  # rare: relations that differ only in their spans
+            relations = _complete_all(Relation, _by_span_text(keyed))
+        else:
+            relations = _complete_all(Relation, [values for _, values in keyed])
         return _complete(
             Lineage,
             {
@@ -356,6 +368,24 @@ class ScriptGraph:
             },
         )
 
+
+_first = itemgetter(0)
+"""The key of a keyed relation (a C function: no Python call per relation when sorting)."""
+
+
+def _by_span_text(keyed: list[tuple[tuple[str, ...], dict[str, Any]]]) -> list[dict[str, Any]]:
+    """Relations (their fields) sorted on their keys, those of equal keys ordered by their span texts (the
+    last of equal span texts kept): the validator's order and de-duplication on the whole sort key."""
+    out: list[dict[str, Any]] = []
+    for _, group in groupby(keyed, key=_first):
+        by_span = {(str(r["span"]) if r["span"] is not None else ""): r for _, r in group}  # the last wins
+        out.extend(by_span[k] for k in sorted(by_span))
+    return out
+
+
+_FDD, _FDR, _JOIN = RelationType.FDD, RelationType.FDR, RelationType.JOIN
+_DATA_FLOW, _GROUPS, _RESTRICTS = FlowKind.DATA_FLOW, FlowKind.GROUPS, FlowKind.RESTRICTS
+_GROUP_BY = ClauseType.GROUP_BY
 
 _P = TypeVar("_P", Process, Procedure)
 

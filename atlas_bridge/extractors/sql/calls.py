@@ -10,6 +10,9 @@ dialect built-in sqlglot does not know, and is left a transform.
 
 from __future__ import annotations
 
+from itertools import repeat
+from operator import and_, attrgetter, is_
+
 from sqlglot import exp
 from sqlglot.tokens import Token, TokenType  # type: ignore[attr-defined]
 
@@ -42,14 +45,13 @@ def _function_dataset(
 def _may_call_qualified(tokens: list[Token]) -> bool:
     """Whether the tokens hold a ``. name (`` run, which every ``schema.function(...)`` call needs: a scan
     of the tokens costs a fraction of a walk of the tree."""
-    last = len(tokens) - 2
-    for i, tok in enumerate(tokens):
-        if tok.token_type is _DOT and i < last and tokens[i + 2].token_type is _L_PAREN:
-            return True
-    return False
+    kinds = list(map(_TOKEN_TYPE, tokens))
+    # a DOT at i and an L_PAREN at i + 2, compared pair by pair in C (no Python step per token)
+    return any(map(and_, map(is_, kinds, repeat(_DOT)), map(is_, kinds[2:], repeat(_L_PAREN))))
 
 
 _DOT = TokenType.DOT
+_TOKEN_TYPE = attrgetter("token_type")
 _L_PAREN = TokenType.L_PAREN
 
 

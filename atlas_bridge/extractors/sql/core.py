@@ -27,6 +27,7 @@ from typing import cast
 
 from sqlglot import exp
 from sqlglot.dialects.dialect import Dialect
+from sqlglot.generator import Generator
 from sqlglot.tokens import Token  # type: ignore[attr-defined]
 
 from atlas_bridge.extractors.sql.builder import ColKey, DatasetBuilder, GraphBuilder
@@ -84,6 +85,8 @@ class ScriptState:
     column_maps: dict[int, _ColumnMaps] = field(default_factory=dict)
     """A schema's column list (by identity; the list is kept, so its id is not reused) -> its columns and
     types by lower-cased name, built once per script for every source that reads the table (read only)."""
+    generator: Generator | None = None
+    """The dialect's SQL generator for expression texts, made once per script (see :func:`_sql`)."""
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -306,10 +309,13 @@ class StatementContext:
             return None
         meta = node.meta if isinstance(node, exp.Identifier) else None
         if meta is None or "start" not in meta:
-            ident = node.this if isinstance(node.this, exp.Identifier) else node.find(exp.Identifier)
-            if ident is None or "start" not in ident.meta:
+            this = node.this
+            ident = this if isinstance(this, exp.Identifier) else node.find(exp.Identifier)
+            if ident is None:
                 return None
             meta = ident.meta
+            if "start" not in meta:
+                return None
         return self.state.lines.span(int(meta["start"]), int(meta["end"]) + 1)
 
     def statement_span(self) -> Span:
@@ -703,7 +709,7 @@ class StatementContext:
             name = (
                 (proj.alias if isinstance(proj, exp.Alias) else "")
                 or (expr.output_name if isinstance(expr, (exp.Column, exp.Dot)) else "")
-                or _expression_name(expr, self.dialect)
+                or _expression_name(expr, self.state)
             )
             col = qr.add_output(name)
             refs: list[Ref] = []
@@ -714,7 +720,7 @@ class StatementContext:
             exact = isinstance(expr, exp.Column)
             transform = None
             if not (exact and not isinstance(proj, exp.Alias)):
-                transform = _sql(proj if exact else expr, self.dialect)
+                transform = _sql(proj if exact else expr, self.state)
             is_agg = False
             for ref in refs:
                 if ref.count_star:
@@ -868,7 +874,7 @@ class StatementContext:
                         expr = replaced[c.lower()]
                         refs: list[Ref] = []
                         self._collect(expr, scope, refs)
-                        transform = _sql(expr, self.dialect)
+                        transform = _sql(expr, self.state)
                         for ref in refs:
                             if not (ref.count_star or ref.rows):
                                 self.graph.add(
@@ -1024,10 +1030,12 @@ class StatementContext:
             if cols is not None:
                 maps = self.state.column_maps.get(id(cols))
                 if maps is None or maps[0] is not cols:
+                    spelled = [c for c, _ in cols]
+                    lows = list(map(str.lower, spelled))  # the last of equal names wins, as a dict's would
                     maps = self.state.column_maps[id(cols)] = (
                         cols,
-                        {c.lower(): c for c, _ in cols},
-                        {c.lower(): t for c, t in cols},
+                        dict(zip(lows, spelled, strict=True)),
+                        dict(zip(lows, [t for _, t in cols], strict=True)),
                     )
                 known, types = maps[1], maps[2]
             names = {low}
@@ -1121,7 +1129,7 @@ class StatementContext:
         qr = QueryResult(ds)
         arg_refs: list[Ref] = []
         self._collect(func, scope, arg_refs)
-        transform = _sql(func, self.dialect)
+        transform = _sql(func, self.state)
         fname = func.sql_name() if isinstance(func, exp.Func) else func.key.upper()
 
         def feed(col: str) -> None:
@@ -1169,8 +1177,7 @@ class StatementContext:
         An explicit stack rather than recursion: generated SQL nests thousands deep (``a AND b AND ...``),
         which sqlglot parses iteratively and a recursive walk could not follow.
         """
-        Item = tuple[exp.Expr, bool, bool, str | None, frozenset[str], bool]
-        stack: list[Item] = [(node, agg, window, func, bound, filter_context)]
+        stack: list[_WalkItem] = [(node, agg, window, func, bound, filter_context)]
         resolve_variable = self.state.resolve_variable  # set per procedural block, not during a walk
         while stack:
             node, agg, window, func, bound, filter_context = stack.pop()
@@ -1232,13 +1239,13 @@ class StatementContext:
             elif kind is _LEAF:
                 continue
             # the children, last first (pre-order, left to right): Expr.iter_expressions(reverse=True),
-            # inlined (hot path)
+            # inlined (hot path); leaves of a kind already seen are not pushed, as they would be skipped
             for value in reversed(node.args.values()):
                 if isinstance(value, list):
                     for child in reversed(value):
-                        if isinstance(child, _EXPR):
+                        if isinstance(child, _EXPR) and _NODE_KINDS.get(type(child)) is not _LEAF:
                             stack.append((child, agg, window, func, bound, filter_context))
-                elif isinstance(value, _EXPR):
+                elif isinstance(value, _EXPR) and _NODE_KINDS.get(type(value)) is not _LEAF:
                     stack.append((value, agg, window, func, bound, filter_context))
 
     def _window(
@@ -1460,6 +1467,9 @@ def _counts_rows(count: exp.Count) -> bool:
     return count.this is None or isinstance(count.this, (exp.Star, exp.Literal))
 
 
+_WalkItem = tuple[exp.Expr, bool, bool, str | None, frozenset[str], bool]
+"""An expression on _collect's stack and its context: agg, window, func, bound names, filter context."""
+
 _COLUMN, _QUERY, _WINDOW, _AGG, _FUNC, _FILTER, _LAMBDA, _LEAF, _OTHER = (
     "column",
     "query",
@@ -1563,14 +1573,42 @@ def _column_first(name: str, scope: Scope, lateral: Mapping[str, list[Ref]]) -> 
     )
 
 
-def _sql(expr: exp.Expr, dialect: Dialect) -> str:
+def _sql(expr: exp.Expr, state: ScriptState) -> str:
     """SQL text of an expression. sqlglot deep-copies before generating (its dialect transforms may
     rewrite queries, T-SQL's ENSURE_BOOLS rewrites conditions); a plain expression without a query inside
-    is generated in place for other dialects, which leaves it as it was and spares the copy."""
-    copy = _ensures_bools(dialect) or expr.find(exp.Query) is not None
-    return expr.sql(dialect=dialect, comments=False, copy=copy)
+    is generated in place for other dialects, which leaves it as it was and spares the copy, by the
+    script's one generator (making one per text cost more than generating most texts). A generator
+    numbers the table aliases it makes up, so an expression with a table alias gets a fresh one."""
+    dialect = state.dialect
+    if _ensures_bools(dialect) or _holds_query_or_alias(expr):
+        return expr.sql(dialect=dialect, comments=False, copy=True)
+    generator = state.generator
+    if generator is None:
+        generator = state.generator = dialect.generator(comments=False)
+    try:
+        return generator.generate(expr, copy=False)
+    except Exception:
+        state.generator = None  # it may be left half-way through a text (a flag not reset): not reused
+        raise
 
 
+def _holds_query_or_alias(expr: exp.Expr) -> bool:
+    """``expr.find(exp.Query, exp.TableAlias) is not None``, walked over the args directly (sqlglot's walk
+    goes through a generator per node)."""
+    stack = [expr]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, _QUERY_OR_ALIAS):
+            return True
+        for value in node.args.values():
+            if isinstance(value, list):
+                stack.extend(child for child in value if isinstance(child, _EXPR))
+            elif isinstance(value, _EXPR):
+                stack.append(value)
+    return False
+
+
+_QUERY_OR_ALIAS = (exp.Query, exp.TableAlias)
 _ENSURE_BOOLS: dict[type[Dialect], bool] = {}
 
 
@@ -1582,8 +1620,8 @@ def _ensures_bools(dialect: Dialect) -> bool:
     return _ENSURE_BOOLS[cls]
 
 
-def _expression_name(expr: exp.Expr, dialect: Dialect) -> str:
-    text = _sql(expr, dialect)
+def _expression_name(expr: exp.Expr, state: ScriptState) -> str:
+    text = _sql(expr, state)
     return text if len(text) <= 128 else text[:125] + "..."
 
 

@@ -427,8 +427,8 @@ def path_tables(stmt: exp.Expr, ctx: StatementContext) -> None:
     graph.relations.clear()
     for rel in rels:
         if rel.source[0] in renames:
-            rel.source = (renames[rel.source[0]].id, rel.source[1])
+            rel = rel._replace(source=(renames[rel.source[0]].id, rel.source[1]))
         if rel.target[0] in renames:
-            rel.target = (renames[rel.target[0]].id, rel.target[1])
+            rel = rel._replace(target=(renames[rel.target[0]].id, rel.target[1]))
         key = (rel.type.value, rel.source, rel.target, rel.clause_type.value if rel.clause_type else "")
         graph.relations[key] = rel

@@ -58,15 +58,16 @@ class SchemaIndex:
             self._load(schema, ())
 
     def _load(self, node: Mapping[str, Any], path: tuple[str, ...]) -> None:
+        db = path[-1] if path else None
+        catalog = path[-2] if len(path) > 1 else None
         for key, value in node.items():
-            if isinstance(value, Mapping) and value and not _is_table(value):
+            if not (type(value) is dict or isinstance(value, Mapping)):  # a dict without the ABC's check
+                continue
+            if value and not _is_table(value):
                 if len(path) < 2:
                     self._load(value, (*path, str(key)))
                 continue
-            if isinstance(value, Mapping):
-                db = path[-1] if path else None
-                catalog = path[-2] if len(path) > 1 else None
-                self._put(catalog, db, str(key), value)
+            self._put(catalog, db, str(key), value)
 
     def load(self, schema: Mapping[str, Any]) -> None:
         """Add (or replace) the tables of a nested mapping."""
@@ -190,6 +191,8 @@ def _key(catalog: str | None, db: str | None, name: str) -> TableKey:
 
 def _as_columns(cols: Columns | Mapping[str, Any]) -> Columns:
     if isinstance(cols, Mapping):
+        if set(map(type, cols)) <= _TYPE_NAMES and set(map(type, cols.values())) <= _TYPE_NAMES:
+            return list(cols.items())  # names and types as strings already (the common case)
         return [(str(c), None if t is None else str(t)) for c, t in cols.items()]
     return list(cols)
 
@@ -197,4 +200,9 @@ def _as_columns(cols: Columns | Mapping[str, Any]) -> Columns:
 def _is_table(value: Mapping[str, Any]) -> bool:
     """A table maps column names to types (strings), not to further mappings."""
     # by the values' types (a handful), not value by value: the schema is indexed once per script
-    return not any(issubclass(t, Mapping) for t in set(map(type, value.values())))
+    types = set(map(type, value.values()))
+    return types <= _TYPE_NAMES or not any(issubclass(t, Mapping) for t in types)
+
+
+_TYPE_NAMES = frozenset({str})
+"""The types of a table's values in the common case (type names), known not to be mappings."""
