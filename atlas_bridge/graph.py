@@ -270,15 +270,19 @@ def _prefer_fdd_keyed(keyed: list[_Keyed]) -> list[Relation | _Chain]:
     result is in ``sort_key`` order and unique, as :class:`Lineage` keeps it.
     """
     keyed.sort(key=_first)  # stable: equal keys stay in the order given
-    # The ends as plain strings (sort_key starts target dataset, target column, source dataset, source
-    # column): hashing tuples of str is much cheaper than hashing the frozen ColumnRef models.
-    fdd_pairs = {key[:4] for key, _, _ in keyed if key[4] == _FDD}
+    # sort_key starts with the ends (target dataset, target column, source dataset, source column), then
+    # the type: the edges of two ends are adjacent, an fdd one before any fdr one. So an fdr edge has an
+    # fdd rival iff the last fdd edge seen joins the same ends (no set of all fdd ends is needed).
     kept: list[Relation | _Chain] = []
     last: tuple[str, ...] | None = None
+    last_fdd: tuple[str, ...] | None = None
     last_span: Span | None = None
     texts: dict[int, str] = {}  # span texts by span (alive while here), made only where keys meet
     for key, item, span in keyed:
-        if key[4] == _FDR and key[:4] in fdd_pairs:
+        kind = key[4]
+        if kind == _FDD:
+            last_fdd = key
+        elif kind == _FDR and last_fdd is not None and key[:4] == last_fdd[:4]:
             continue
         if key != last:  # sorted: equal keys are adjacent
             kept.append(item)
