@@ -93,30 +93,7 @@ def _collapse(lineage: Lineage, local: set[str]) -> Lineage:
     if not inter:
         return lineage
 
-    memo: dict[tuple[str, str], dict[tuple[str, str], _Chain]] = {}
-    in_progress: set[tuple[str, str]] = set()
-
-    def reach(node: tuple[str, str]) -> dict[tuple[str, str], _Chain]:
-        """Terminal columns reachable from an intermediate column, each with its best chain."""
-        if node in memo:
-            return memo[node]
-        if node in in_progress:  # a recursive CTE: the loop adds nothing new
-            return {}
-        in_progress.add(node)
-        found: dict[tuple[str, str], _Chain] = {}
-        for tgt, head in out_edges.get(node, ()):
-            if tgt[0] in inter:
-                for end, chain in reach(tgt).items():
-                    old = found.get(end)
-                    if old is None or (old.fdr and not (head.fdr or chain.fdr)):  # an fdd chain wins
-                        found[end] = chain.prepend(head)
-            else:
-                old = found.get(tgt)
-                if old is None or (old.fdr and not head.fdr):
-                    found[tgt] = head
-        in_progress.discard(node)
-        memo[node] = found
-        return found
+    reach = _Reach(out_edges, inter).reach
 
     # Keyed first, built last: chains that _prefer_fdd_keyed drops never become Relation objects. The key is
     # Relation.sort_key of the edge without its last part (the span's text, made only where it decides).
@@ -179,6 +156,46 @@ def _collapse(lineage: Lineage, local: set[str]) -> Lineage:
         relations=tuple(relations),
         procedures=lineage.procedures,
     )
+
+
+class _Reach:
+    """The chains from intermediate columns, memoised. An object, not a closure that calls itself: such a
+    closure is a reference cycle, which kept every chain made alive until the collector's next pass (and
+    gave that pass all of them to walk)."""
+
+    __slots__ = ("in_progress", "inter", "memo", "out_edges")
+
+    def __init__(
+        self, out_edges: dict[tuple[str, str], list[tuple[tuple[str, str], _Chain]]], inter: set[str]
+    ) -> None:
+        self.out_edges = out_edges
+        self.inter = inter
+        self.memo: dict[tuple[str, str], dict[tuple[str, str], _Chain]] = {}
+        self.in_progress: set[tuple[str, str]] = set()
+
+    def reach(self, node: tuple[str, str]) -> dict[tuple[str, str], _Chain]:
+        """Terminal columns reachable from an intermediate column, each with its best chain."""
+        memo = self.memo
+        if node in memo:
+            return memo[node]
+        if node in self.in_progress:  # a recursive CTE: the loop adds nothing new
+            return {}
+        self.in_progress.add(node)
+        found: dict[tuple[str, str], _Chain] = {}
+        inter = self.inter
+        for tgt, head in self.out_edges.get(node, ()):
+            if tgt[0] in inter:
+                for end, chain in self.reach(tgt).items():
+                    old = found.get(end)
+                    if old is None or (old.fdr and not (head.fdr or chain.fdr)):  # an fdd chain wins
+                        found[end] = chain.prepend(head)
+            else:
+                old = found.get(tgt)
+                if old is None or (old.fdr and not head.fdr):
+                    found[tgt] = head
+        self.in_progress.discard(node)
+        memo[node] = found
+        return found
 
 
 class _Chain(NamedTuple):
@@ -270,15 +287,19 @@ def _prefer_fdd_keyed(keyed: list[_Keyed]) -> list[Relation | _Chain]:
     result is in ``sort_key`` order and unique, as :class:`Lineage` keeps it.
     """
     keyed.sort(key=_first)  # stable: equal keys stay in the order given
-    # The ends as plain strings (sort_key starts target dataset, target column, source dataset, source
-    # column): hashing tuples of str is much cheaper than hashing the frozen ColumnRef models.
-    fdd_pairs = {key[:4] for key, _, _ in keyed if key[4] == _FDD}
+    # sort_key starts with the ends (target dataset, target column, source dataset, source column), then
+    # the type: the edges of two ends are adjacent, an fdd one before any fdr one. So an fdr edge has an
+    # fdd rival iff the last fdd edge seen joins the same ends (no set of all fdd ends is needed).
     kept: list[Relation | _Chain] = []
     last: tuple[str, ...] | None = None
+    last_fdd: tuple[str, ...] | None = None
     last_span: Span | None = None
     texts: dict[int, str] = {}  # span texts by span (alive while here), made only where keys meet
     for key, item, span in keyed:
-        if key[4] == _FDR and key[:4] in fdd_pairs:
+        kind = key[4]
+        if kind == _FDD:
+            last_fdd = key
+        elif kind == _FDR and last_fdd is not None and key[:4] == last_fdd[:4]:
             continue
         if key != last:  # sorted: equal keys are adjacent
             kept.append(item)

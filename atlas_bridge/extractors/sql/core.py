@@ -181,11 +181,15 @@ class Source:
     """Column types from the schema (lower name -> type), recorded on the columns used."""
 
     def has(self, name: str) -> bool | None:
-        low = name.lower()
+        return self.has_lower(name.lower())
+
+    def has_lower(self, low: str) -> bool | None:
+        """:meth:`has` of a name already lower-cased (a scope's look-up asks each of its sources)."""
         if self.rename is not None:
             return True if low in self.rename else (None if self.query and self.query.extra else False)
-        if self.query is not None:
-            return self.query.has(name)
+        query = self.query
+        if query is not None:
+            return True if low in query._index else (None if query.extra is not None else False)
         if self.known is None:
             return None
         return low in self.known
@@ -1297,7 +1301,7 @@ class StatementContext:
         name = col.name
         span = self.span_of(col)
         parts = _qualifier(col)
-        qual = tuple(p.lower() for p in parts)
+        qual = tuple(map(str.lower, parts))  # a C loop: once per column met
         if qual:
             for cut in range(len(qual), 0, -1):
                 s: Scope | None = scope
@@ -1361,7 +1365,7 @@ class StatementContext:
         known_hits: list[Source] = []
         unknown: list[Source] = []
         for src in scope.sources:
-            h = src.has(name)
+            h = src.has_lower(low)
             if h is True:
                 known_hits.append(src)
             elif h is None:

@@ -22,8 +22,10 @@ from dataclasses import dataclass
 from sqlglot.dialects.dialect import Dialect
 from sqlglot.tokens import Token, TokenType  # type: ignore[attr-defined]
 
-from atlas_bridge.model import Span
-from atlas_bridge.model import construct_complete as _complete
+from atlas_bridge.model import _ALL_SET, Span, _new, _set_dict, _set_extra, _set_fields, _set_private
+
+_SPAN_FIELDS = _ALL_SET.setdefault(Span, set(Span.model_fields))
+"""Every field of a Span is set: the fields-set construct_complete shares among all Spans."""
 
 
 class LineIndex:
@@ -49,8 +51,10 @@ class LineIndex:
             end_line = bisect.bisect_right(starts, end) - 1
         else:  # on the start's line (most spans): no second search
             end_line = line
-        return _complete(
-            Span,
+        # made in place (a statement makes dozens of spans): construct_complete without its call
+        span = _new(Span)
+        _set_dict(
+            span,
             {
                 "line": line + 1,
                 "column": start - starts[line] + 1,
@@ -58,6 +62,10 @@ class LineIndex:
                 "end_column": end - starts[end_line] + 1,
             },
         )
+        _set_fields(span, _SPAN_FIELDS)
+        _set_extra(span, None)
+        _set_private(span, None)
+        return span
 
 
 @dataclass
