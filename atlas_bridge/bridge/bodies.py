@@ -117,8 +117,9 @@ class GroupText:
             text = self._texts[key] = (ref_text(key[0], key[1], key[2]) + "}").replace("%", "%%")
         return text
 
-    def line(self, records: list[dict[str, Any]]) -> str:
-        """``[usable, dataset references, names, holes]`` (JSON), a tab, the text."""
+    def line(self, records: list[dict[str, Any]]) -> tuple[bool, str]:
+        """Whether the text renders the group, and the line: ``[usable, dataset references, names, holes]``
+        (JSON), a tab, the text."""
         names = [[r["typeName"], r["qualifiedName"]] for r in records]
         index: dict[tuple[str, str], int] = {}
         for j, (t, q) in enumerate(names):
@@ -212,11 +213,7 @@ class GroupText:
                     parts.append(",".join(out))
                 parts.append("]")
             parts.append("}}" if not first else "}")
-        return dumps([int(usable), dsrefs, names, holes]) + "\t" + ("".join(parts) if usable else "")
-
-
-_USABLE = "[1,"
-"""How a usable group's text line starts (see :meth:`GroupText.line`)."""
+        return usable, dumps([int(usable), dsrefs, names, holes]) + "\t" + ("".join(parts) if usable else "")
 
 
 def process_groups(
@@ -234,9 +231,9 @@ def process_groups(
         owner = run[0]
         split = owner["qualifiedName"] == owner["group"] and any(k in owner["refs"] for k in CHILD_ARRAYS)
         sizes = [record_size(r, len(x) + 1) for r, x in zip(run, texts_of_run, strict=True)]
-        line = texts.line(run)
+        usable, line = texts.line(run)
         # A usable text holds the records too (records_from_text): they travel only when it is not.
-        records = "" if line.startswith(_USABLE) else "\n".join(texts_of_run) + "\n"
+        records = "" if usable else "\n".join(texts_of_run) + "\n"
         out.append([owner["group"], owner["tier"], sizes, int(split), line, records])
 
     for _, line in lines:
