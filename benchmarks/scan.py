@@ -79,6 +79,17 @@ class _CountingDelivery:
         pass
 
 
+def _jvm_cpu_s(spark: Any) -> float:
+    """CPU seconds of the driver's JVM so far (Linux ``/proc``; NaN elsewhere). In local mode it holds the
+    executors too, and its threads take cores from the Python workers."""
+    try:
+        pid = spark.sparkContext._gateway.proc.pid
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (AttributeError, OSError, IndexError, ValueError):
+        return float("nan")
+
+
 def child(corpus: str, master: str) -> None:
     """One measured scan; prints a JSON line."""
     from atlas_bridge import bridge
@@ -87,6 +98,8 @@ def child(corpus: str, master: str) -> None:
     spark = bridge.spark_session(master, app_name="atlas-bridge-bench")
     spark.sparkContext.parallelize([0], 1).count()  # JVM and worker start-up are not the scan's cost
     delivery = _CountingDelivery()
+    jvm = _jvm_cpu_s(spark)
+    py = time.process_time()
     t0 = time.perf_counter()
     summary = bridge.scan(
         [corpus],
@@ -96,6 +109,8 @@ def child(corpus: str, master: str) -> None:
         options=bridge.ScanOptions(dialect="spark", schema=schema),
     )
     total = time.perf_counter() - t0
+    jvm = _jvm_cpu_s(spark) - jvm  # the JVM's own threads (scheduler, task results, JIT, GC), not workers
+    py = time.process_time() - py
     spark.stop()
     out = {
         "master": master,
@@ -113,6 +128,8 @@ def child(corpus: str, master: str) -> None:
         "driver_peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
         "executor_peak_rss_mb": summary.extract.executor_max_rss_kb / 1024,
         "executor_cpu_s": summary.extract.executor_cpu_s,
+        "driver_cpu_s": py,
+        "jvm_cpu_s": jvm,
         "schema_rounds": summary.extract.schema.rounds if summary.extract.schema is not None else 0,
         "merged_ahead": summary.extract.merged_during_extraction,
     }
@@ -165,7 +182,7 @@ def main() -> None:
         print(
             f"{'master':10} {'stmts':>6} {'err':>4} {'extract s':>9} {'exec cpu s':>10} {'cores busy':>10} "
             f"{'merge s':>8} {'convert s':>9} {'deliver s':>9} {'total s':>8} {'stmts/min':>10} "
-            f"{'driver MB':>9} {'exec MB':>8}"
+            f"{'driver MB':>9} {'exec MB':>8} {'py cpu s':>8} {'jvm cpu s':>9}"
         )
         for m, r in results.items():
             print(
@@ -174,7 +191,8 @@ def main() -> None:
                 f"{r['executor_cpu_s'] / r['extract_s']:10.2f} {r['merge_s']:8.1f} {r['convert_s']:9.1f} "
                 f"{r['deliver_s']:9.1f} "
                 f"{r['total_s']:8.1f} {r['statements'] / r['total_s'] * 60:10.0f} "
-                f"{r['driver_peak_rss_mb']:9.0f} {r['executor_peak_rss_mb']:8.0f}"
+                f"{r['driver_peak_rss_mb']:9.0f} {r['executor_peak_rss_mb']:8.0f} "
+                f"{r['driver_cpu_s']:8.1f} {r['jvm_cpu_s']:9.1f}"
             )
         r1, r2 = results["local[1]"], results["local[2]"]
         serial = r2["merge_s"] + r2["convert_s"] + r2["deliver_s"]

@@ -253,3 +253,20 @@ def test_spark_log_config_is_per_user_and_readable() -> None:
     assert f"-{os.getuid()}-" in path.name
     assert os.access(path, os.R_OK)
     assert "rootLogger.level = error" in path.read_text(encoding="utf-8")
+
+
+def test_the_scans_own_local_session_runs_its_jvm_without_c2() -> None:
+    """In local mode the executors share the driver's JVM and the cores with the Python workers: C2's
+    compiling is CPU taken from them. Elsewhere the JVM keeps its defaults; a configured Spark, its own."""
+    from atlas_bridge.bridge.job import driver_java_options
+
+    assert driver_java_options("local[2]", "WARN", configured=False) == "-XX:TieredStopAtLevel=1"
+    assert driver_java_options("yarn", "WARN", configured=False) == ""
+    assert driver_java_options("local[*]", "WARN", configured=True) == ""
+    quiet = driver_java_options("spark://127.0.0.1:7077", "ERROR", configured=False).split(" ")
+    assert len(quiet) == 1
+    assert quiet[0].startswith("-Dlog4j.configurationFile=")
+    assert os.access(quiet[0].split("=", 1)[1], os.R_OK)
+    both = driver_java_options("local", "OFF", configured=False).split(" ")
+    assert both[0] == "-XX:TieredStopAtLevel=1"
+    assert both[1].startswith("-Dlog4j.configurationFile=")

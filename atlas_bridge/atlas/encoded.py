@@ -31,19 +31,20 @@ class EncodedBatch(Mapping[str, Any]):
     questions (how many entities, which guid went to which entity) without decoding the body.
     """
 
-    __slots__ = ("_body", "entity_count", "names", "text")
+    __slots__ = ("_body", "data", "entity_count", "names")
 
-    def __init__(self, text: str, names: list[tuple[str, str, str]]) -> None:
-        self.text = text
+    def __init__(self, data: bytes | str, names: list[tuple[str, str, str]]) -> None:
+        self.data = data.encode("ascii") if isinstance(data, str) else data
+        """The body as the Atlas client sends it (compact JSON, ASCII)."""
         self.names = names
         """(placeholder guid, typeName, qualifiedName) of each entity, in order."""
         self.entity_count = len(names)
         self._body: dict[str, Any] | None = None
 
     @property
-    def data(self) -> bytes:
-        """The body as the Atlas client sends it (compact, ASCII)."""
-        return self.text.encode("ascii")
+    def text(self) -> str:
+        """The body's JSON text."""
+        return self.data.decode("ascii")
 
     @property
     def decoded(self) -> bool:
@@ -54,7 +55,7 @@ class EncodedBatch(Mapping[str, Any]):
     def body(self) -> dict[str, Any]:
         """The body as data (decoded once)."""
         if self._body is None:
-            self._body = json.loads(self.text)
+            self._body = json.loads(self.data)
         return self._body
 
     def __getitem__(self, key: str) -> Any:
@@ -68,13 +69,13 @@ class EncodedBatch(Mapping[str, Any]):
 
     def __eq__(self, other: object) -> bool:
         if isinstance(other, EncodedBatch):
-            return self.text == other.text
+            return self.data == other.data
         return isinstance(other, Mapping) and self.body == dict(other)
 
     __hash__ = None  # type: ignore[assignment]
 
     def __repr__(self) -> str:
-        return f"EncodedBatch({self.entity_count} entities, {len(self.text)} bytes)"
+        return f"EncodedBatch({self.entity_count} entities, {len(self.data)} bytes)"
 
 
 def as_dict(batch: Mapping[str, Any]) -> dict[str, Any]:
@@ -274,6 +275,12 @@ class RefTable:
 ref_text = _ref_text
 
 
-def body_text(entities: list[str]) -> str:
-    """A bulk body's JSON from its entities' JSON."""
-    return '{"entities":[' + ",".join(entities) + '],"referredEntities":{}}'
+def body_data(entities: list[bytes]) -> bytes:
+    """A bulk body's JSON from its entities' JSON, with one copy of them (a body is megabytes): the first
+    and the last take the body's head and tail."""
+    if not entities:
+        return b'{"entities":[],"referredEntities":{}}'
+    parts = list(entities)
+    parts[0] = b'{"entities":[' + parts[0]
+    parts[-1] = parts[-1] + b'],"referredEntities":{}}'
+    return b",".join(parts)

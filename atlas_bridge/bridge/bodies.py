@@ -4,9 +4,9 @@ A process and what it owns (its column lineage, executions) is one *group*: it t
 it is too big for one. Each group is spilled once as
 
 * a meta line (``meta.jsonl``): what cutting needs, the sizes of its entities;
-* a text line (``text.jsonl``): the group's entities as one JSON text with ``%d`` where a placeholder guid
-  goes, valid whenever the group is whole in a body without datasets (nearly always), and its entities'
-  names;
+* a text (``texts``, one after another, each as long as its meta line says): the group's entities as one
+  JSON text with ``%d`` where a placeholder guid goes, valid whenever the group is whole in a body without
+  datasets (nearly always), and its entities' names. Texts stay bytes from the spill to the body;
 * the executor's records as they came (``records.jsonl``, read back by offset only for a body that needs
   them: one holding datasets, part of a split group, or a dataset whose type the merge changed).
 

@@ -278,6 +278,7 @@ def _count(files: dict[str, dict[str, Any]], r: UnitResult, *, first: bool) -> N
 
 
 _SEP = "\x00"
+_SEP_BYTES = _SEP.encode("ascii")
 
 
 def pack_unit(payload: str) -> bytes:
@@ -290,13 +291,13 @@ def pack_unit(payload: str) -> bytes:
 
 def decode_unit(payload: str | bytes) -> dict[str, Any]:
     """A ``("unit", payload)`` of :func:`extract_partition` (or packed by :func:`pack_unit`) as records (the
-    spill groups' texts, sent after the JSON, put back in their groups)."""
-    if isinstance(payload, bytes):
-        payload = zlib.decompress(payload).decode("utf-8")
-    head, sep, rest = payload.partition(_SEP)
+    spill groups' texts, sent after the JSON, put back in their groups as UTF-8 bytes: they go to the spill
+    and into bodies as bytes, never decoded on the way)."""
+    data = zlib.decompress(payload) if isinstance(payload, bytes) else payload.encode("utf-8")
+    head, sep, rest = data.partition(_SEP_BYTES)
     records: dict[str, Any] = json.loads(head)
     if sep:
-        texts = rest.split(_SEP)
+        texts = rest.split(_SEP_BYTES)
         records["process_groups"] = [
             [*meta, texts[2 * k], texts[2 * k + 1]] for k, meta in enumerate(records["process_groups"])
         ]

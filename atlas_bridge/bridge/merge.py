@@ -9,7 +9,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from atlas_bridge.atlas.encoded import EncodedBatch, RefTable, body_text, dumps, loads
+from atlas_bridge.atlas.encoded import EncodedBatch, RefTable, body_data, dumps, loads
 from atlas_bridge.atlas.limits import DEFAULT_MAX_BYTES
 from atlas_bridge.bridge.bodies import (
     CHILD_ARRAYS,
@@ -54,11 +54,11 @@ class EntityCollector:
         # The process tier on disk, group by group (see atlas_bridge.bridge.bodies): a unit's records come
         # sorted, each process followed by what it owns.
         self._meta_path = self._dir / "meta.jsonl"
-        self._text_path = self._dir / "text.jsonl"
+        self._text_path = self._dir / "texts"
         self._records_path = self._dir / "records.jsonl"
         self._fhs: list[Any] | None = [
             open(self._meta_path, "w", encoding="utf-8"),  # noqa: SIM115
-            open(self._text_path, "w", encoding="utf-8"),  # noqa: SIM115
+            open(self._text_path, "wb"),  # noqa: SIM115
             open(self._records_path, "wb"),  # noqa: SIM115
         ]
         self._offset = 0  # bytes written to the records file
@@ -197,7 +197,7 @@ class EntityCollector:
         only the text was sent, see :func:`process_groups`)."""
         line, offset, length = g.data
         if not length:
-            return records_from_text(g.tier, g.group, line)
+            return records_from_text(g.tier, g.group, line.decode("utf-8"))
         raw.seek(offset)
         return [loads(x) for x in raw.read(length).decode("utf-8").split("\n") if x]
 
@@ -255,9 +255,11 @@ class EntityCollector:
         assert self._fhs is not None
         group, tier, sizes, split, text_line, records = entry
         meta, text, raw = self._fhs
-        data = records.encode("utf-8")
-        meta.write(dumps([tier, group, sizes, split, self._offset, len(data)]) + "\n")
-        text.write(text_line + "\n")
+        # Bytes from the executor (decode_unit) to the body: a body is bytes on the wire.
+        data = records if isinstance(records, bytes) else records.encode("utf-8")
+        line = text_line if isinstance(text_line, bytes) else text_line.encode("utf-8")
+        meta.write(dumps([tier, group, sizes, split, self._offset, len(data), len(line)]) + "\n")
+        text.write(line)
         raw.write(data)
         self._offset += len(data)
         self._spilled += len(sizes)
@@ -283,10 +285,10 @@ class EntityCollector:
         """Every group in delivery order; with ``render``, a process group's ``data`` is its text line and
         where its records are."""
         yield from self._groups_of_datasets()
-        with open(self._meta_path, encoding="utf-8") as meta, open(self._text_path, encoding="utf-8") as text:
+        with open(self._meta_path, encoding="utf-8") as meta, open(self._text_path, "rb") as text:
             for line in meta:
-                tier, group, sizes, split, offset, length = loads(line)
-                data = (text.readline(), offset, length) if render else None
+                tier, group, sizes, split, offset, length, text_length = loads(line)
+                data = (text.read(text_length), offset, length) if render else None
                 yield Group(tier, group, sizes, bool(split), data)
 
     def dataset_types(self) -> dict[str, str]:
@@ -312,13 +314,13 @@ class EntityCollector:
 
             def body(chunk: list[Item]) -> EncodedBatch:
                 nonlocal counter
-                split_lines = [g.data[0].partition("\t") if g.tier != 1 else None for g, _, _ in chunk]
-                lines = [loads(x[0]) if x is not None else None for x in split_lines]
+                split_lines = [g.data[0].partition(b"\t") if g.tier != 1 else None for g, _, _ in chunk]
+                lines = [loads(x[0].decode("ascii")) if x is not None else None for x in split_lines]
                 fast = all(
                     j == -1 and info is not None and info[0] and all(types.get(q, t) == t for t, q in info[1])
                     for (_, j, _), info in zip(chunk, lines, strict=True)
                 )
-                texts: list[str] = []
+                texts: list[bytes] = []
                 names: list[tuple[str, str, str]] = []
                 if fast:  # each group whole, no dataset in the body: its text with the guids filled in
                     for parts, info in zip(split_lines, lines, strict=True):
@@ -326,7 +328,7 @@ class EntityCollector:
                         assert info is not None
                         _, _, entity_names, holes = info
                         base = counter + 1
-                        texts.append(parts[2].rstrip("\n") % tuple([base + j for j in holes]))
+                        texts.append(parts[2] % tuple([base + j for j in holes]))
                         names.extend((f"-{base + j}", t, q) for j, (t, q) in enumerate(entity_names))
                         counter += len(entity_names)
                 else:
@@ -347,8 +349,9 @@ class EntityCollector:
                                     max_bytes,
                                 )
                             items.append((recs[j], first))
-                    texts, names, counter = render_records(items, counter, table)
-                return EncodedBatch(body_text(texts), names)
+                    rendered, names, counter = render_records(items, counter, table)
+                    texts = [t.encode("ascii") for t in rendered]
+                return EncodedBatch(body_data(texts), names)
 
             # Python's cyclic collector paused while a body is made (thousands of small objects, all alive
             # until the body is done), never while the caller sends it.
