@@ -266,11 +266,21 @@ def render_records(
         guid = local[key]
         refs = rec["refs"]
         wanted = {k: None for k in refs if not (first and k in CHILD_ARRAYS)}
-        rels, _ = table.rels(refs)
+        # A dataset's references are its own (its table, its columns), each met once: not worth interning.
+        rels = _plain_rels(refs) if rec["tier"] == 1 else table.rels(refs)[0]
         attrs = attributes_text(rec["attributes"])
         texts.append(table.entity_text(key[0], guid, attrs, rels, wanted, local, local_datasets))
         names.append((guid, key[0], key[1]))
     return texts, names, counter
+
+
+def _plain_rels(refs: Mapping[str, Any]) -> list[Any]:
+    """References as :meth:`RefTable.rels` gives them, none interned."""
+    out: list[Any] = []
+    for name, value in sorted(refs.items()):
+        is_list = not (value and isinstance(value[0], str))
+        out.append([name, int(is_list), 0, value if is_list else [value]])
+    return out
 
 
 def records_from_text(tier: int, group: str, line: str) -> list[dict[str, Any]]:
