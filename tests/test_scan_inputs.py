@@ -270,3 +270,19 @@ def test_the_scans_own_local_session_runs_its_jvm_without_c2() -> None:
     both = driver_java_options("local", "OFF", configured=False).split(" ")
     assert both[0] == "-XX:TieredStopAtLevel=1"
     assert both[1].startswith("-Dlog4j.configurationFile=")
+
+
+def test_a_configured_spark_keeps_its_jvm_options(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A site's spark-defaults.conf may set the driver's JVM options: the scan's session leaves them."""
+    from atlas_bridge.bridge.job import _spark_configured
+
+    monkeypatch.delenv("SPARK_CONF_DIR", raising=False)
+    monkeypatch.setenv("SPARK_HOME", str(tmp_path))
+    assert not _spark_configured()
+    (tmp_path / "conf").mkdir()
+    (tmp_path / "conf" / "spark-defaults.conf").write_text("spark.driver.extraJavaOptions -Dsite=1\n")
+    assert _spark_configured()
+    monkeypatch.delenv("SPARK_HOME")
+    assert not _spark_configured()
+    monkeypatch.setenv("SPARK_CONF_DIR", str(tmp_path / "elsewhere"))
+    assert _spark_configured()

@@ -50,7 +50,7 @@ def spark_session(master: str | None = None, *, app_name: str = "atlas-bridge-sc
         "spark.scheduler.allocation.file", _pools_file()
     )
     level = os.environ.get("ATLAS_BRIDGE_SPARK_LOG", "WARN").upper()
-    options = driver_java_options(master, level, configured=bool(os.environ.get("SPARK_CONF_DIR")))
+    options = driver_java_options(master, level, configured=_spark_configured())
     if options:
         builder = builder.config("spark.driver.extraJavaOptions", options)
     session = builder.getOrCreate()
@@ -58,9 +58,18 @@ def spark_session(master: str | None = None, *, app_name: str = "atlas-bridge-sc
     return session
 
 
+def _spark_configured() -> bool:
+    """Whether Spark has a configuration of its own (then the site's settings rule, not ours)."""
+    if os.environ.get("SPARK_CONF_DIR"):
+        return True
+    home = os.environ.get("SPARK_HOME")
+    return bool(home) and (Path(str(home)) / "conf" / "spark-defaults.conf").is_file()
+
+
 def driver_java_options(master: str, level: str, *, configured: bool) -> str:
     """The driver JVM's options for a session the scan makes itself; none when Spark is ``configured``
-    (``SPARK_CONF_DIR``: the site's own settings rule), and ``--driver-java-options`` wins over them."""
+    (``SPARK_CONF_DIR``, or a ``spark-defaults.conf`` under ``SPARK_HOME``), and ``--driver-java-options``
+    in ``PYSPARK_SUBMIT_ARGS`` wins over them."""
     if configured:
         return ""
     options: list[str] = []
