@@ -282,7 +282,7 @@ class EntityCollector:
         return self._dataset_groups
 
     def _all_groups(self, render: bool) -> Iterator[Group]:
-        """Every group in delivery order; with ``render``, a process group's ``data`` is its text line and
+        """Every group in delivery order; with ``render``, a process group's ``data`` is its text and
         where its records are."""
         yield from self._groups_of_datasets()
         with open(self._meta_path, encoding="utf-8") as meta, open(self._text_path, "rb") as text:
