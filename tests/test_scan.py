@@ -138,6 +138,20 @@ def test_partitions_are_contiguous_and_balanced_by_bytes() -> None:
     assert bridge.partition_units(units[:2], 8) == [[units[0]], [units[1]]]
 
 
+def test_the_last_partitions_are_smaller_so_the_cores_finish_together() -> None:
+    """Tasks start in partition order: a job that ends on short tasks leaves no core idle for long."""
+    files = [bridge.InputFile(f"/x/{i:03}", f"{i:03}", InputKind.SQL, 1000) for i in range(101)]
+    units = bridge.plan_units(files, ScanOptions())
+    even = bridge.partition_units(units, 22)
+    tapered = bridge.partition_units(units, 22, taper=2)
+    assert [u for p in tapered for u in p] == units  # order kept
+    assert tapered[:20] == even[:20]  # the bulk is cut as before
+    assert [len(p) for p in tapered[20:]] == [3, 2, 1, 1, 1, 1]  # two partitions' worth, in halves, quarters
+    assert max(len(p) for p in even[20:]) >= 4
+    few = units[:3]  # too few units to cut the tail smaller
+    assert bridge.partition_units(few, 2, taper=2) == bridge.partition_units(few, 2) == [few[:2], few[2:]]
+
+
 def test_statement_count_ignores_semicolons_in_strings_and_comments() -> None:
     text = (TREE / "a" / "x.sql").read_text(encoding="utf-8")
     assert bridge.count_statements(text) == 1

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import bisect
 import fnmatch
+import itertools
 import json
 import os
 import re
@@ -299,19 +301,27 @@ def _script_units(f: InputFile, options: ScanOptions, *, ship_content: bool) -> 
     return units
 
 
-def partition_units(units: Sequence[WorkUnit], partitions: int) -> list[list[WorkUnit]]:
+def partition_units(units: Sequence[WorkUnit], partitions: int, *, taper: int = 0) -> list[list[WorkUnit]]:
     """Contiguous runs of units of about equal bytes.
 
     Contiguous (not best-fit) on purpose: partitions come back in order, so the merge sees the inputs in
     name order whatever the parallelism, and the first-seen object of an id is always the same one.
+
+    ``taper`` (the cores): the bytes of the last ``taper`` partitions are cut smaller, half of them in
+    halves, then the rest in quarters. Tasks start in partition order, so the job ends on short tasks and
+    the cores finish nearly together; with equal partitions, one core idles for up to a whole task at the
+    end.
     """
     partitions = max(1, min(partitions, len(units)))
+    taper = max(0, min(taper, partitions - 1, (len(units) - partitions) // 2))
     total = sum(max(u.end - u.start, 1) for u in units) or 1
-    out: list[list[WorkUnit]] = [[] for _ in range(partitions)]
+    # Partition k ends at bounds[k] quarter-partitions: 4 each, then 2 each, then 1 each at the end.
+    bounds = list(itertools.accumulate([4] * (partitions - taper) + [2] * taper + [1] * (2 * taper)))
+    out: list[list[WorkUnit]] = [[] for _ in bounds]
     acc = 0
     for u in units:
         size = max(u.end - u.start, 1)
-        idx = min(partitions - 1, acc * partitions // total)
+        idx = min(len(out) - 1, bisect.bisect_right(bounds, acc * 4 * partitions // total))
         out[idx].append(u)
         acc += size
     return [p for p in out if p]

@@ -197,14 +197,16 @@ class ExtractStats:
         self.executor_cpu_s += other.executor_cpu_s
 
 
-def _partitions(
+def _partition(
     spark: SparkSession, units: Sequence[WorkUnit], options: ScanOptions, partitions: int | None
-) -> int:
+) -> list[list[WorkUnit]]:
     if partitions is not None:
-        return partitions
-    # Enough to balance the cores, and small enough that one partition's result stays small.
+        return partition_units(units, partitions)
+    # Enough to balance the cores, and small enough that one partition's result stays small; the last
+    # ones smaller, so the cores finish together.
+    cores = max(1, spark.sparkContext.defaultParallelism)
     total = sum(max(u.end - u.start, 1) for u in units)
-    return max(max(1, spark.sparkContext.defaultParallelism) * 4, -(-total // options.partition_bytes))
+    return partition_units(units, max(cores * 4, -(-total // options.partition_bytes)), taper=cores)
 
 
 def learn_schema_job(
@@ -238,7 +240,7 @@ def learn_schema_job(
         results = list(run([list(units)]))
     else:
         sc = spark.sparkContext
-        groups = partition_units(units, _partitions(spark, units, options, partitions))
+        groups = _partition(spark, units, options, partitions)
         sc.setJobDescription(f"atlas-bridge scan: learn the schema from {len(units)} input(s)")
         results = sc.parallelize(groups, len(groups)).mapPartitions(run).collect()
         sc.setJobDescription(None)  # type: ignore[arg-type]  # None clears it
@@ -306,7 +308,7 @@ def extract_entities(
     if not units:
         return stats
     sc = spark.sparkContext
-    groups = partition_units(units, _partitions(spark, units, options, partitions))
+    groups = _partition(spark, units, options, partitions)
     stats.partitions = len(groups)
     logger.info("extracting %d unit(s) in %d partition(s) on %s", len(units), len(groups), sc.master)
     pairs: list[list[tuple[int, WorkUnit]]] = []
