@@ -195,9 +195,9 @@ class EntityCollector:
     def _process_records(g: Group, raw: Any) -> list[dict[str, Any]]:
         """A process group's records: from the records file, or back from its text when it is usable (then
         only the text was sent, see :func:`process_groups`)."""
-        line, offset, length = g.data
+        info, text, offset, length = g.data
         if not length:
-            return records_from_text(g.tier, g.group, line.decode("utf-8"))
+            return records_from_text(g.tier, g.group, (info + b"\t" + text).decode("utf-8"))
         raw.seek(offset)
         return [loads(x) for x in raw.read(length).decode("utf-8").split("\n") if x]
 
@@ -258,7 +258,9 @@ class EntityCollector:
         # Bytes from the executor (decode_unit) to the body: a body is bytes on the wire.
         data = records if isinstance(records, bytes) else records.encode("utf-8")
         line = text_line if isinstance(text_line, bytes) else text_line.encode("utf-8")
-        meta.write(dumps([tier, group, sizes, split, self._offset, len(data), len(line)]) + "\n")
+        # Where the line's tab is: the head and the text are read apart, without copying the text again.
+        tab = line.index(b"\t")
+        meta.write(dumps([tier, group, sizes, split, self._offset, len(data), tab, len(line)]) + "\n")
         text.write(line)
         raw.write(data)
         self._offset += len(data)
@@ -282,14 +284,17 @@ class EntityCollector:
         return self._dataset_groups
 
     def _all_groups(self, render: bool) -> Iterator[Group]:
-        """Every group in delivery order; with ``render``, a process group's ``data`` is its text and
-        where its records are."""
+        """Every group in delivery order; with ``render``, a process group's ``data`` is its text line's head
+        and text (the tab between them skipped), and where its records are."""
         yield from self._groups_of_datasets()
         with open(self._meta_path, encoding="utf-8") as meta, open(self._text_path, "rb") as text:
             for line in meta:
-                tier, group, sizes, split, offset, length, text_length = loads(line)
-                data = (text.read(text_length), offset, length) if render else None
-                yield Group(tier, group, sizes, bool(split), data)
+                tier, group, sizes, split, offset, length, tab, text_length = loads(line)
+                if render:
+                    head, _, body = text.read(tab), text.read(1), text.read(text_length - tab - 1)
+                    yield Group(tier, group, sizes, bool(split), (head, body, offset, length))
+                else:
+                    yield Group(tier, group, sizes, bool(split), None)
 
     def dataset_types(self) -> dict[str, str]:
         """Final typeName of every dataset, by qualifiedName."""
@@ -314,8 +319,7 @@ class EntityCollector:
 
             def body(chunk: list[Item]) -> EncodedBatch:
                 nonlocal counter
-                split_lines = [g.data[0].partition(b"\t") if g.tier != 1 else None for g, _, _ in chunk]
-                lines = [loads(x[0].decode("ascii")) if x is not None else None for x in split_lines]
+                lines = [loads(g.data[0].decode("ascii")) if g.tier != 1 else None for g, _, _ in chunk]
                 fast = all(
                     j == -1 and info is not None and info[0] and all(types.get(q, t) == t for t, q in info[1])
                     for (_, j, _), info in zip(chunk, lines, strict=True)
@@ -323,12 +327,11 @@ class EntityCollector:
                 texts: list[bytes] = []
                 names: list[tuple[str, str, str]] = []
                 if fast:  # each group whole, no dataset in the body: its text with the guids filled in
-                    for parts, info in zip(split_lines, lines, strict=True):
-                        assert parts is not None
+                    for (g, _, _), info in zip(chunk, lines, strict=True):
                         assert info is not None
                         _, _, entity_names, holes = info
                         base = counter + 1
-                        texts.append(parts[2] % tuple([base + j for j in holes]))
+                        texts.append(g.data[1] % tuple([base + j for j in holes]))
                         names.extend((f"-{base + j}", t, q) for j, (t, q) in enumerate(entity_names))
                         counter += len(entity_names)
                 else:
