@@ -31,7 +31,7 @@ from sqlglot.generator import Generator
 from sqlglot.tokens import Token  # type: ignore[attr-defined]
 
 from atlas_bridge.extractors.sql.builder import ColKey, DatasetBuilder, GraphBuilder
-from atlas_bridge.extractors.sql.schema import Columns, SchemaIndex
+from atlas_bridge.extractors.sql.schema import SchemaIndex
 from atlas_bridge.extractors.sql.split import LineIndex
 from atlas_bridge.model import (
     ORPHAN_TABLE,
@@ -61,9 +61,6 @@ class UnsupportedSQL(Exception):
     """A construct the extractor does not handle (reported, the statement is skipped)."""
 
 
-_ColumnMaps = tuple[Columns, dict[str, str], dict[str, str | None]]
-
-
 @dataclass
 class ScriptState:
     """What outlives one statement: numbering, the schema grown by DDL, column spellings."""
@@ -82,9 +79,6 @@ class ScriptState:
     """Procedure the statements being analysed sit in (set by the procedural-block handler)."""
     resolve_variable: Callable[[exp.Expr], ColKey | None] | None = None
     """Inside a procedural block: the variable column a Column/Parameter names, else None."""
-    column_maps: dict[int, _ColumnMaps] = field(default_factory=dict)
-    """A schema's column list (by identity; the list is kept, so its id is not reused) -> its columns and
-    types by lower-cased name, built once per script for every source that reads the table (read only)."""
     generator: Generator | None = None
     """The dialect's SQL generator for expression texts, made once per script (see :func:`_sql`)."""
 
@@ -1029,18 +1023,11 @@ class StatementContext:
                 scope.sources.append(src)
                 return
             ds = self.table(item)
-            cols = self.table_columns(item)
+            maps = self.state.schema.column_maps(
+                item.catalog or None, item.db or self.state.default_db or None, name
+            )
             known = types = None
-            if cols is not None:
-                maps = self.state.column_maps.get(id(cols))
-                if maps is None or maps[0] is not cols:
-                    spelled = [c for c, _ in cols]
-                    lows = list(map(str.lower, spelled))  # the last of equal names wins, as a dict's would
-                    maps = self.state.column_maps[id(cols)] = (
-                        cols,
-                        dict(zip(lows, spelled, strict=True)),
-                        dict(zip(lows, [t for _, t in cols], strict=True)),
-                    )
+            if maps is not None:
                 known, types = maps[1], maps[2]
             names = {low}
             if item.db:
