@@ -291,8 +291,20 @@ class ScriptGraph:
         # models are made last, in one call.
         refs: dict[ColKey, ColumnRef] = {}  # one (immutable) ColumnRef per column, shared
         keyed: list[tuple[tuple[str, ...], dict[str, Any]]] = []
-        for rel in self.relations:  # hot path
-            source, target = rel.source, rel.target
+        # unpacked, not read field by field (hot path): RelationBuilder's fields in order
+        for (
+            rtype,
+            source,
+            target,
+            clause,
+            effect_type,
+            process_id,
+            flow,
+            effect,
+            transform,
+            fn,
+            span,
+        ) in self.relations:
             # an end is checked when first met (its ColumnRef made): every end is, once
             source_ref = refs.get(source)
             if source_ref is None:
@@ -310,12 +322,9 @@ class ScriptGraph:
                 target_ref = refs[target] = _complete(
                     ColumnRef, {"dataset_id": target[0], "column": target[1]}
                 )
-            process_id = rel.process_id
             if process_id is not None and process_id not in proc_ids:
                 msg = f"relation {source} -> {target} names unknown process {process_id!r}"
                 raise ValueError(msg)
-            rtype, clause = rel.type, rel.clause_type
-            flow = rel.flow
             if flow is None:  # default_flow, inline
                 if rtype is _FDD:
                     flow = _DATA_FLOW
@@ -323,7 +332,6 @@ class ScriptGraph:
                     flow = _GROUPS if clause is _GROUP_BY else _RESTRICTS
                 else:
                     flow = default_flow(rtype, clause)
-            effect_type, transform = rel.effect_type, rel.transform
             keyed.append(
                 (
                     (
@@ -345,10 +353,10 @@ class ScriptGraph:
                         "clause_type": clause,
                         "process_id": process_id,
                         "flow": flow,
-                        "effect": rel.effect,
+                        "effect": effect,
                         "transform": transform,
-                        "function": rel.function,
-                        "span": rel.span,
+                        "function": fn,
+                        "span": span,
                     },
                 )
             )
