@@ -250,7 +250,12 @@ class GraphBuilder:
                     self.relations[rel_key] = rel._replace(
                         source=renames.get(rel.source, rel.source), target=renames.get(rel.target, rel.target)
                     )
-        for rel in self.relations.values():
+        rels = self.relations.values()
+        if all(map(exists.__contains__, map(_SOURCE, rels))) and all(
+            map(exists.__contains__, map(_TARGET, rels))
+        ):
+            return  # every end exists (checked in C: no Python step per relation)
+        for rel in rels:
             if rel.source not in exists or rel.target not in exists:
                 ds_id, col_name = rel.source if rel.source not in exists else rel.target
                 msg = f"relation {rel.source} -> {rel.target}: no column {col_name!r} on {ds_id!r}"
@@ -377,6 +382,9 @@ class ScriptGraph:
         )
 
 
+_SOURCE = itemgetter(1)
+_TARGET = itemgetter(2)
+"""A RelationBuilder's source and target (its second and third fields)."""
 _first = itemgetter(0)
 """The key of a keyed relation (a C function: no Python call per relation when sorting)."""
 
