@@ -396,9 +396,9 @@ class StatementContext:
 
     def table(self, table: exp.Table, kind: DatasetKind = DatasetKind.TABLE) -> DatasetBuilder:
         """The permanent dataset a table reference names (db defaults to the script's default db)."""
-        name = table.name
-        db = table.db or self.state.default_db or None
-        catalog = table.catalog or None
+        name = _table_name(table)
+        db = _part_text(table, "db") or self.state.default_db or None
+        catalog = _part_text(table, "catalog") or None
         ds = self.graph.dataset(
             DatasetBuilder(
                 id=dataset_id(kind, name, db, catalog),
@@ -704,11 +704,13 @@ class StatementContext:
             expr = proj.unalias()
             while isinstance(expr, exp.Paren):
                 expr = expr.this
-            name = (
-                (proj.alias if isinstance(proj, exp.Alias) else "")
-                or (expr.output_name if isinstance(expr, (exp.Column, exp.Dot)) else "")
-                or _expression_name(expr, self.state)
+            name = (proj.alias if isinstance(proj, exp.Alias) else "") or (
+                expr.output_name if isinstance(expr, (exp.Column, exp.Dot)) else ""
             )
+            text = None  # the expression's SQL when its name is made of it
+            if not name:
+                text = _sql(expr, self.state)
+                name = _text_name(text)
             col = qr.add_output(name)
             refs: list[Ref] = []
             self._collect(
@@ -717,7 +719,11 @@ class StatementContext:
             aliases.setdefault(name.lower(), refs)
             exact = isinstance(expr, exp.Column)
             transform = None
-            if not (exact and not isinstance(proj, exp.Alias)):
+            if not refs or (exact and not isinstance(proj, exp.Alias)):
+                pass  # a plain column, or no column read: no edge carries a transform
+            elif text is not None and not exact:
+                transform = text  # the expression's SQL, made for its name
+            else:
                 transform = _sql(proj if exact else expr, self.state)
             is_agg = False
             for ref in refs:
@@ -1012,9 +1018,10 @@ class StatementContext:
             if isinstance(item.this, exp.Func):
                 self._function_source(scope, item.this, alias, alias_cols, table=item)
                 return
-            name = item.name
+            name = _table_name(item)
             low = name.lower()
-            if not item.db and low in scope.ctes:
+            db, catalog = _part_text(item, "db"), _part_text(item, "catalog")
+            if not db and low in scope.ctes:
                 cte = scope.ctes[low]
                 ds = cte.ds
                 src = Source(alias=(alias or name).lower(), ds=ds, names=(low,), query=cte)
@@ -1023,17 +1030,15 @@ class StatementContext:
                 scope.sources.append(src)
                 return
             ds = self.table(item)
-            maps = self.state.schema.column_maps(
-                item.catalog or None, item.db or self.state.default_db or None, name
-            )
+            maps = self.state.schema.column_maps(catalog or None, db or self.state.default_db or None, name)
             known = types = None
             if maps is not None:
                 known, types = maps[1], maps[2]
             names = {low}
-            if item.db:
-                names.add(f"{item.db.lower()}.{low}")
-                if item.catalog:
-                    names.add(f"{item.catalog.lower()}.{item.db.lower()}.{low}")
+            if db:
+                names.add(f"{db.lower()}.{low}")
+                if catalog:
+                    names.add(f"{catalog.lower()}.{db.lower()}.{low}")
             scope.sources.append(
                 Source(alias=(alias or name).lower(), ds=ds, names=tuple(names), known=known, types=types)
             )
@@ -1285,7 +1290,7 @@ class StatementContext:
         func: str | None,
     ) -> None:
         self.check()
-        name = col.name
+        name = _part_text(col, "this")
         span = self.span_of(col)
         parts = _qualifier(col)
         qual = tuple(map(str.lower, parts))  # a C loop: once per column met
@@ -1516,6 +1521,27 @@ def _qualifier(col: exp.Column) -> list[str]:
     return out
 
 
+def _part_text(node: exp.Expr, key: str) -> str:
+    """``node.text(key)`` (a column's name, a table's db...), read off the Identifier there directly (hot
+    path: sqlglot's property goes through two Python calls)."""
+    part = node.args.get(key)
+    if type(part) is _IDENTIFIER:
+        text = part.args.get("this")
+        if type(text) is str:
+            return text
+    return node.text(key)
+
+
+def _table_name(table: exp.Table) -> str:
+    """``table.name``, read as :func:`_part_text` reads a part."""
+    part = table.args.get("this")
+    if type(part) is _IDENTIFIER:
+        text = part.args.get("this")
+        if type(text) is str:
+            return text
+    return table.name
+
+
 _QUALIFIER_ARGS = ("catalog", "db", "table")
 _IDENTIFIER = exp.Identifier
 _EXPR = exp.Expr
@@ -1611,8 +1637,8 @@ def _ensures_bools(dialect: Dialect) -> bool:
     return _ENSURE_BOOLS[cls]
 
 
-def _expression_name(expr: exp.Expr, state: ScriptState) -> str:
-    text = _sql(expr, state)
+def _text_name(text: str) -> str:
+    """The output name of an expression without alias: its SQL text, cut to 128 characters."""
     return text if len(text) <= 128 else text[:125] + "..."
 
 
