@@ -307,7 +307,7 @@ class StatementContext:
             return None
         meta = node.meta if isinstance(node, exp.Identifier) else None
         if meta is None or "start" not in meta:
-            this = node.this
+            this = node.args.get("this")  # node.this without the property's call (hot path)
             ident = this if isinstance(this, exp.Identifier) else node.find(exp.Identifier)
             if ident is None:
                 return None
@@ -1187,7 +1187,7 @@ class StatementContext:
                 kind = _node_kind(type(node))
             if kind is _COLUMN:
                 col = cast(exp.Column, node)  # kinds are by class: the isinstance checks ran once
-                if isinstance(col.this, exp.Star):
+                if isinstance(col.args.get("this"), exp.Star):
                     qual = tuple(p.lower() for p in _qualifier(col))
                     src = scope.find(qual) if qual else None
                     if src is not None:
@@ -1357,6 +1357,11 @@ class StatementContext:
         known_hits: list[Source] = []
         unknown: list[Source] = []
         for src in scope.sources:
+            known = src.known
+            if known is not None and src.rename is None and src.query is None:
+                if low in known:  # a table the schema knows: Source.has_lower inline (hot path)
+                    known_hits.append(src)
+                continue
             h = src.has_lower(low)
             if h is True:
                 known_hits.append(src)

@@ -28,6 +28,9 @@ _SPAN_FIELDS = _ALL_SET.setdefault(Span, set(Span.model_fields))
 """Every field of a Span is set: the fields-set construct_complete shares among all Spans."""
 
 
+_bisect_right = bisect.bisect_right
+
+
 class LineIndex:
     """Offset -> 1-based (line, column) for one text. A tab counts as one column, as SQLFlow counts."""
 
@@ -45,10 +48,11 @@ class LineIndex:
     def span(self, start: int, end: int) -> Span:
         """Span of ``text[start:end]`` (end exclusive)."""
         starts = self._starts
-        line = bisect.bisect_right(starts, start) - 1
-        end = max(end, start)
+        line = _bisect_right(starts, start) - 1
+        if end < start:
+            end = start
         if line + 1 < len(starts) and end >= starts[line + 1]:
-            end_line = bisect.bisect_right(starts, end) - 1
+            end_line = _bisect_right(starts, end) - 1
         else:  # on the start's line (most spans): no second search
             end_line = line
         # made in place (a statement makes dozens of spans): construct_complete without its call
