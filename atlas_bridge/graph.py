@@ -124,11 +124,15 @@ def _collapse(lineage: Lineage, local: set[str]) -> Lineage:
         head = _one_hop(rel)  # its source is not intermediate, so it heads its chains
         source_id, source_column, span = source.dataset_id, source.column, rel.span
         process_id, effect_type = rel.process_id or "", rel.effect_type or ""
+        _, _, head_fdr, head_restricting, head_clause, _, head_transform, _ = head
         for chain in reach((target.dataset_id, target.column)).values():
-            full = chain.prepend(head)
-            # the key of full.edge(), without building it (the first hop is ``rel``;
-            # tests/test_sql_tpc.py compares with the validator's order)
-            _, last, fdr, _, clause, _, transform, _ = full
+            # the key of chain.prepend(head).edge(), without making either (the first hop is ``rel``;
+            # tests/test_sql_tpc.py compares with the validator's order): about a third of the chains
+            # are dropped by _prefer_fdd_keyed, and only the kept ones are prepended
+            _, last, fdr, restricting, clause, _, transform, _ = chain
+            if head_restricting or (head_fdr and not restricting):  # as _Chain.prepend
+                clause = head_clause
+            fdr = head_fdr or fdr
             end = last.target
             key = (
                 end.dataset_id,
@@ -139,11 +143,15 @@ def _collapse(lineage: Lineage, local: set[str]) -> Lineage:
                 clause._value_ if fdr and clause is not None else "",
                 last.process_id or process_id,
                 last.effect_type or effect_type,
-                transform or "",
+                transform or head_transform or "",
             )
-            keyed.append((key, full, span))
+            keyed.append((key, (chain, head), span))
     kept = _prefer_fdd_keyed(keyed)
-    made = iter(construct_all(Relation, [item.edge() for item in kept if not isinstance(item, Relation)]))
+    made = iter(
+        construct_all(
+            Relation, [item[0].prepend(item[1]).edge() for item in kept if not isinstance(item, Relation)]
+        )
+    )
     relations = [item if isinstance(item, Relation) else next(made) for item in kept]
     datasets = [d for d in lineage.datasets if d.id not in inter or d.id in used]
     # Canonical already, so not validated again: the datasets, processes and procedures are the input's
@@ -278,7 +286,7 @@ _GROUPS, _RESTRICTS, _GROUP_BY = FlowKind.GROUPS, FlowKind.RESTRICTS, ClauseType
 _RANK = {effect: effect.rank for effect in Effect}
 
 
-def _prefer_fdd_keyed(keyed: list[_Keyed]) -> list[Relation | _Chain]:
+def _prefer_fdd_keyed(keyed: list[_Keyed]) -> list[Relation | _Pending]:
     """Where both an fdd and an fdr edge join the same two columns, the fdd one stands alone.
 
     ``keyed`` pairs each edge (or what will make it) with its edge's ``sort_key`` but the last part, and
@@ -290,7 +298,7 @@ def _prefer_fdd_keyed(keyed: list[_Keyed]) -> list[Relation | _Chain]:
     # sort_key starts with the ends (target dataset, target column, source dataset, source column), then
     # the type: the edges of two ends are adjacent, an fdd one before any fdr one. So an fdr edge has an
     # fdd rival iff the last fdd edge seen joins the same ends (no set of all fdd ends is needed).
-    kept: list[Relation | _Chain] = []
+    kept: list[Relation | _Pending] = []
     last: tuple[str, ...] | None = None
     last_fdd: tuple[str, ...] | None = None
     last_span: Span | None = None
@@ -318,7 +326,9 @@ def _prefer_fdd_keyed(keyed: list[_Keyed]) -> list[Relation | _Chain]:
     return kept
 
 
-_Keyed = tuple[tuple[str, ...], Relation | _Chain, Span | None]
+_Pending = tuple[_Chain, _Chain]
+"""An end-to-end edge not made yet: a chain and the one-hop chain to prepend to it."""
+_Keyed = tuple[tuple[str, ...], Relation | _Pending, Span | None]
 
 
 def _span_text(span: Span | None) -> str:
