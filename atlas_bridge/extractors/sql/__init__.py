@@ -76,7 +76,7 @@ from atlas_bridge.extractors.sql.resplit import statement_pieces as resplit_piec
 from atlas_bridge.extractors.sql.schema import LearnedTable, SchemaIndex, TableKey
 from atlas_bridge.extractors.sql.split import LineIndex, StatementChunk, split_statements
 from atlas_bridge.extractors.sql.textual import failure, parse_failure
-from atlas_bridge.model import ExtractionResult, Lineage, PausedGC, Problem
+from atlas_bridge.model import ExtractionResult, Lineage, PausedGC, Problem, construct_complete
 
 __all__ = [
     "DEFAULT_TIME_BUDGET_S",
@@ -221,8 +221,9 @@ def _extract(
     # Made once the collector runs again, so that its pass over the statement's garbage (sqlglot's trees
     # are cyclic) falls here, in the extraction. The Lineage is validated once in freeze(); constructing
     # ExtractionResult normally would run its validators a second time (pydantic re-runs after-validators
-    # on model instances).
-    return ExtractionResult.model_construct(lineage=lineage, problems=problems), defined, looked_up
+    # on model instances). Both fields given: construct_complete, without model_construct's field loop.
+    result = construct_complete(ExtractionResult, {"lineage": lineage, "problems": problems})
+    return result, defined, looked_up
 
 
 def _script(
