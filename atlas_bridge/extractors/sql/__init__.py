@@ -318,7 +318,9 @@ def _chunks(state: ScriptState, sql: str, d: Dialect) -> list[StatementChunk]:
     """The script's statements; a failure of the procedural re-grouping costs the grouping, not the script."""
     chunks = split_statements(sql, d)
     for chunk in chunks:
-        chunk.tokens = resplit.prepare_tokens(chunk.tokens, d)
+        tokens = resplit.prepare_tokens(chunk.tokens, d)
+        if tokens is not chunk.tokens:
+            chunk.tokens, chunk.kinds = tokens, None
     try:
         return regroup_chunks(chunks, state)
     except Exception as e:  # a bug of ours: analyse the statements one by one instead
@@ -441,7 +443,7 @@ def _one_statement(
         return None
     stmt = stmts[0]
     ctx = StatementContext(state, index=chunk.index, start=chunk.start, end=chunk.end, deadline=deadline)
-    ctx.tokens = chunk.tokens
+    ctx.tokens, ctx.kinds = chunk.tokens, chunk.kinds
     fn = find_handler(stmt)
     if fn is None:
         ctx.warn(f"{stmt.key.upper()} statement not analysed for lineage", kind="unsupported")

@@ -28,7 +28,7 @@ from typing import cast
 from sqlglot import exp
 from sqlglot.dialects.dialect import Dialect
 from sqlglot.generator import Generator
-from sqlglot.tokens import Token  # type: ignore[attr-defined]
+from sqlglot.tokens import Token, TokenType  # type: ignore[attr-defined]
 
 from atlas_bridge.extractors.sql.builder import ColKey, DatasetBuilder, GraphBuilder
 from atlas_bridge.extractors.sql.schema import SchemaIndex
@@ -291,6 +291,8 @@ class StatementContext:
         self.tokens: list[Token] | None = None
         """The statement's tokens, when its tree was parsed from them alone (post hooks may skip a tree
         walk that the tokens show would find nothing)."""
+        self.kinds: list[TokenType] | None = None
+        """Those tokens' types, when the split read them (else read off :attr:`tokens` when needed)."""
 
     # -- bookkeeping ----------------------------------------------------------------------------------
 
