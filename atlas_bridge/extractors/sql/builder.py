@@ -91,9 +91,9 @@ class DatasetBuilder:
                     "system": c.system,
                     "data_type": c.data_type,
                     "expression": None,
-                    "spans": _spans(c.spans) if c.spans else (),
+                    "spans": _spans(c.spans) if len(c.spans) > 1 else tuple(c.spans),
                 }
-                for *_, c in order
+                for _, _, _, c in order  # (a starred target would make a list per column)
             ],
         )
         return _complete(
