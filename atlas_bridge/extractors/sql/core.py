@@ -1536,6 +1536,8 @@ def _part_text(node: exp.Expr, key: str) -> str:
         text = part.args.get("this")
         if type(text) is str:
             return text
+    elif part is None:  # (a table without db)
+        return ""
     return node.text(key)
 
 
