@@ -366,11 +366,11 @@ class ScriptGraph:
                 )
             )
         keyed.sort(key=_first)  # stable: equal keys stay in the order they were added
-        keys = [key for key, _ in keyed]
+        keys = list(map(_first, keyed))
         if any(map(eq, keys, keys[1:])):  # rare: relations that differ only in their spans
             relations = _complete_all(Relation, _by_span_text(keyed))
         else:
-            relations = _complete_all(Relation, [values for _, values in keyed])
+            relations = _complete_all(Relation, map(_second, keyed))
         return _complete(
             Lineage,
             {
@@ -387,6 +387,8 @@ _TARGET = itemgetter(2)
 """A RelationBuilder's source and target (its second and third fields)."""
 _first = itemgetter(0)
 """The key of a keyed relation (a C function: no Python call per relation when sorting)."""
+_second = itemgetter(1)
+"""The fields of a keyed relation."""
 
 
 def _by_span_text(keyed: list[tuple[tuple[str, ...], dict[str, Any]]]) -> list[dict[str, Any]]:
