@@ -122,28 +122,36 @@ def _collapse(lineage: Lineage, local: set[str]) -> Lineage:
             keyed.append((key, rel, rel.span))
             continue
         head = _one_hop(rel)  # its source is not intermediate, so it heads its chains
+        source_id, source_column, span = source.dataset_id, source.column, rel.span
+        process_id, effect_type = rel.process_id or "", rel.effect_type or ""
+        _, _, head_fdr, head_restricting, head_clause, _, head_transform, _ = head
         for chain in reach((target.dataset_id, target.column)).values():
-            full = chain.prepend(head)
-            # the key of full.edge(), without building it (the first hop is ``rel``;
-            # tests/test_sql_tpc.py compares with the validator's order)
-            last = full.last
+            # the key of chain.prepend(head).edge(), without making either (the first hop is ``rel``;
+            # tests/test_sql_tpc.py compares with the validator's order): about a third of the chains
+            # are dropped by _prefer_fdd_keyed, and only the kept ones are prepended
+            _, last, fdr, restricting, clause, _, transform, _ = chain
+            if head_restricting or (head_fdr and not restricting):  # as _Chain.prepend
+                clause = head_clause
+            fdr = head_fdr or fdr
             end = last.target
-            fdr = full.fdr
-            clause = full.clause if fdr else None
             key = (
                 end.dataset_id,
                 end.column,
-                source.dataset_id,
-                source.column,
+                source_id,
+                source_column,
                 _FDR if fdr else _FDD,
-                clause._value_ if clause is not None else "",
-                last.process_id or rel.process_id or "",
-                last.effect_type or rel.effect_type or "",
-                full.transform or "",
+                clause._value_ if fdr and clause is not None else "",
+                last.process_id or process_id,
+                last.effect_type or effect_type,
+                transform or head_transform or "",
             )
-            keyed.append((key, full, rel.span))
+            keyed.append((key, (chain, head), span))
     kept = _prefer_fdd_keyed(keyed)
-    made = iter(construct_all(Relation, [item.edge() for item in kept if not isinstance(item, Relation)]))
+    made = iter(
+        construct_all(
+            Relation, [item[0].prepend(item[1]).edge() for item in kept if not isinstance(item, Relation)]
+        )
+    )
     relations = [item if isinstance(item, Relation) else next(made) for item in kept]
     datasets = [d for d in lineage.datasets if d.id not in inter or d.id in used]
     # Canonical already, so not validated again: the datasets, processes and procedures are the input's
@@ -212,24 +220,24 @@ class _Chain(NamedTuple):
 
     def prepend(self, head: _Chain) -> _Chain:
         """The chain ``head`` (a one-hop chain, :func:`_one_hop`) then this one."""
-        effect = self.effect
-        if head.effect is not None and (effect is None or _RANK[head.effect] > _RANK[effect]):
-            effect = head.effect
-        if head.restricting or (head.fdr and not self.restricting):
-            clause = head.clause
-        else:
-            clause = self.clause
+        # unpacked, not read field by field (hot path)
+        first, _, head_fdr, head_restricting, head_clause, head_effect, head_transform, head_function = head
+        _, last, fdr, restricting, clause, effect, transform, function = self
+        if head_effect is not None and (effect is None or _RANK[head_effect] > _RANK[effect]):
+            effect = head_effect
+        if head_restricting or (head_fdr and not restricting):
+            clause = head_clause
         return _new_chain(  # the tuple's own constructor (cheaper): first, last, fdr, restricting, ...
             _Chain,
             (
-                head.first,
-                self.last,
-                head.fdr or self.fdr,
-                head.restricting or self.restricting,
+                first,
+                last,
+                head_fdr or fdr,
+                head_restricting or restricting,
                 clause,
                 effect,
-                self.transform or head.transform,
-                head.function or self.function,
+                transform or head_transform,
+                head_function or function,
             ),
         )
 
@@ -237,10 +245,10 @@ class _Chain(NamedTuple):
         """The end-to-end edge's fields (every one, in order: the models are made in one call); an fdr
         chain whose every fdr hop is a data flow (``COUNT(*)`` fed by the table's rows) keeps that reading
         and its effect instead of turning into "restricts"."""
-        first, last = self.first, self.last
-        if self.fdr:
-            kind, clause = _FDR_TYPE, self.clause
-            flow = (_GROUPS if clause is _GROUP_BY else _RESTRICTS) if self.restricting else _DATA_FLOW
+        first, last, fdr, restricting, clause, effect, transform, function = self
+        if fdr:
+            kind = _FDR_TYPE
+            flow = (_GROUPS if clause is _GROUP_BY else _RESTRICTS) if restricting else _DATA_FLOW
         else:
             kind, clause, flow = _FDD_TYPE, None, _DATA_FLOW
         # Every field comes from validated relations: not validated again (hot path on big lineage).
@@ -252,9 +260,9 @@ class _Chain(NamedTuple):
             "clause_type": clause,
             "process_id": last.process_id or first.process_id,
             "flow": flow,
-            "effect": None if self.restricting else self.effect,
-            "transform": self.transform,
-            "function": self.function,
+            "effect": None if restricting else effect,
+            "transform": transform,
+            "function": function,
             "span": first.span,
         }
 
@@ -278,7 +286,7 @@ _GROUPS, _RESTRICTS, _GROUP_BY = FlowKind.GROUPS, FlowKind.RESTRICTS, ClauseType
 _RANK = {effect: effect.rank for effect in Effect}
 
 
-def _prefer_fdd_keyed(keyed: list[_Keyed]) -> list[Relation | _Chain]:
+def _prefer_fdd_keyed(keyed: list[_Keyed]) -> list[Relation | _Pending]:
     """Where both an fdd and an fdr edge join the same two columns, the fdd one stands alone.
 
     ``keyed`` pairs each edge (or what will make it) with its edge's ``sort_key`` but the last part, and
@@ -290,7 +298,7 @@ def _prefer_fdd_keyed(keyed: list[_Keyed]) -> list[Relation | _Chain]:
     # sort_key starts with the ends (target dataset, target column, source dataset, source column), then
     # the type: the edges of two ends are adjacent, an fdd one before any fdr one. So an fdr edge has an
     # fdd rival iff the last fdd edge seen joins the same ends (no set of all fdd ends is needed).
-    kept: list[Relation | _Chain] = []
+    kept: list[Relation | _Pending] = []
     last: tuple[str, ...] | None = None
     last_fdd: tuple[str, ...] | None = None
     last_span: Span | None = None
@@ -318,7 +326,9 @@ def _prefer_fdd_keyed(keyed: list[_Keyed]) -> list[Relation | _Chain]:
     return kept
 
 
-_Keyed = tuple[tuple[str, ...], Relation | _Chain, Span | None]
+_Pending = tuple[_Chain, _Chain]
+"""An end-to-end edge not made yet: a chain and the one-hop chain to prepend to it."""
+_Keyed = tuple[tuple[str, ...], Relation | _Pending, Span | None]
 
 
 def _span_text(span: Span | None) -> str:

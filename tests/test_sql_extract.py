@@ -7,6 +7,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -115,6 +116,27 @@ def test_create_view_with_column_list_and_ctas() -> None:
 def test_create_table_ddl_teaches_later_statements_the_columns() -> None:
     sql = "create table t (x int, y int);\ninsert into t select a, b from s"
     assert e2e_lines(sql) == {"s.a -> fdd -> t.x", "s.b -> fdd -> t.y"}
+
+
+def test_a_schema_passed_again_is_read_as_it_is_now() -> None:
+    """The index of a schema mapping is shared by the calls given an equal one: a change to the mapping
+    between calls is seen, and what one script's DDL defines does not reach the next script."""
+    schema: dict[str, Any] = {"db": {"t": {"x": "int", "y": "int"}, "s": {"a": "int", "b": "int"}}}
+    insert = "INSERT INTO db.t SELECT b, a FROM db.s"
+    assert e2e_lines(insert, None, schema) == {"db.s.b -> fdd -> db.t.x", "db.s.a -> fdd -> db.t.y"}
+    schema["db"]["t"] = {"y": "int", "x": "int"}  # the same mapping, changed in place
+    assert e2e_lines(insert, None, schema) == {"db.s.b -> fdd -> db.t.y", "db.s.a -> fdd -> db.t.x"}
+    redefined = "CREATE TABLE db.t (z INT, w INT);\n" + insert
+    assert e2e_lines(redefined, None, schema) == {"db.s.b -> fdd -> db.t.z", "db.s.a -> fdd -> db.t.w"}
+    assert e2e_lines(insert, None, schema) == {"db.s.b -> fdd -> db.t.y", "db.s.a -> fdd -> db.t.x"}
+    index = SchemaIndex(schema)
+    index.add_all([], unordered=[(None, "db", "t")])  # columns known, their order not: written by name
+    assert e2e_lines("INSERT INTO db.t SELECT a AS x, b AS y FROM db.s", None, index) == {
+        "db.s.a -> fdd -> db.t.x",
+        "db.s.b -> fdd -> db.t.y",
+    }
+    assert not index.in_order(None, "db", "t")
+    assert SchemaIndex(schema).in_order(None, "db", "t")
 
 
 def test_with_insert_and_recursive_cte() -> None:

@@ -76,7 +76,7 @@ from atlas_bridge.extractors.sql.resplit import statement_pieces as resplit_piec
 from atlas_bridge.extractors.sql.schema import LearnedTable, SchemaIndex, TableKey
 from atlas_bridge.extractors.sql.split import LineIndex, StatementChunk, split_statements
 from atlas_bridge.extractors.sql.textual import failure, parse_failure
-from atlas_bridge.model import ExtractionResult, Lineage, PausedGC, Problem
+from atlas_bridge.model import ExtractionResult, Lineage, PausedGC, Problem, construct_complete
 
 __all__ = [
     "DEFAULT_TIME_BUDGET_S",
@@ -221,8 +221,9 @@ def _extract(
     # Made once the collector runs again, so that its pass over the statement's garbage (sqlglot's trees
     # are cyclic) falls here, in the extraction. The Lineage is validated once in freeze(); constructing
     # ExtractionResult normally would run its validators a second time (pydantic re-runs after-validators
-    # on model instances).
-    return ExtractionResult.model_construct(lineage=lineage, problems=problems), defined, looked_up
+    # on model instances). Both fields given: construct_complete, without model_construct's field loop.
+    result = construct_complete(ExtractionResult, {"lineage": lineage, "problems": problems})
+    return result, defined, looked_up
 
 
 def _script(
@@ -317,7 +318,9 @@ def _chunks(state: ScriptState, sql: str, d: Dialect) -> list[StatementChunk]:
     """The script's statements; a failure of the procedural re-grouping costs the grouping, not the script."""
     chunks = split_statements(sql, d)
     for chunk in chunks:
-        chunk.tokens = resplit.prepare_tokens(chunk.tokens, d)
+        tokens = resplit.prepare_tokens(chunk.tokens, d)
+        if tokens is not chunk.tokens:
+            chunk.tokens, chunk.kinds = tokens, None
     try:
         return regroup_chunks(chunks, state)
     except Exception as e:  # a bug of ours: analyse the statements one by one instead
@@ -440,7 +443,7 @@ def _one_statement(
         return None
     stmt = stmts[0]
     ctx = StatementContext(state, index=chunk.index, start=chunk.start, end=chunk.end, deadline=deadline)
-    ctx.tokens = chunk.tokens
+    ctx.tokens, ctx.kinds = chunk.tokens, chunk.kinds
     fn = find_handler(stmt)
     if fn is None:
         ctx.warn(f"{stmt.key.upper()} statement not analysed for lineage", kind="unsupported")

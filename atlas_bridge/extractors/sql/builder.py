@@ -91,9 +91,9 @@ class DatasetBuilder:
                     "system": c.system,
                     "data_type": c.data_type,
                     "expression": None,
-                    "spans": _spans(c.spans) if c.spans else (),
+                    "spans": _spans(c.spans) if len(c.spans) > 1 else tuple(c.spans),
                 }
-                for *_, c in order
+                for _, _, _, c in order  # (a starred target would make a list per column)
             ],
         )
         return _complete(
@@ -250,7 +250,12 @@ class GraphBuilder:
                     self.relations[rel_key] = rel._replace(
                         source=renames.get(rel.source, rel.source), target=renames.get(rel.target, rel.target)
                     )
-        for rel in self.relations.values():
+        rels = self.relations.values()
+        if all(map(exists.__contains__, map(_SOURCE, rels))) and all(
+            map(exists.__contains__, map(_TARGET, rels))
+        ):
+            return  # every end exists (checked in C: no Python step per relation)
+        for rel in rels:
             if rel.source not in exists or rel.target not in exists:
                 ds_id, col_name = rel.source if rel.source not in exists else rel.target
                 msg = f"relation {rel.source} -> {rel.target}: no column {col_name!r} on {ds_id!r}"
@@ -291,8 +296,20 @@ class ScriptGraph:
         # models are made last, in one call.
         refs: dict[ColKey, ColumnRef] = {}  # one (immutable) ColumnRef per column, shared
         keyed: list[tuple[tuple[str, ...], dict[str, Any]]] = []
-        for rel in self.relations:  # hot path
-            source, target = rel.source, rel.target
+        # unpacked, not read field by field (hot path): RelationBuilder's fields in order
+        for (
+            rtype,
+            source,
+            target,
+            clause,
+            effect_type,
+            process_id,
+            flow,
+            effect,
+            transform,
+            fn,
+            span,
+        ) in self.relations:
             # an end is checked when first met (its ColumnRef made): every end is, once
             source_ref = refs.get(source)
             if source_ref is None:
@@ -310,12 +327,9 @@ class ScriptGraph:
                 target_ref = refs[target] = _complete(
                     ColumnRef, {"dataset_id": target[0], "column": target[1]}
                 )
-            process_id = rel.process_id
             if process_id is not None and process_id not in proc_ids:
                 msg = f"relation {source} -> {target} names unknown process {process_id!r}"
                 raise ValueError(msg)
-            rtype, clause = rel.type, rel.clause_type
-            flow = rel.flow
             if flow is None:  # default_flow, inline
                 if rtype is _FDD:
                     flow = _DATA_FLOW
@@ -323,7 +337,6 @@ class ScriptGraph:
                     flow = _GROUPS if clause is _GROUP_BY else _RESTRICTS
                 else:
                     flow = default_flow(rtype, clause)
-            effect_type, transform = rel.effect_type, rel.transform
             keyed.append(
                 (
                     (
@@ -345,19 +358,19 @@ class ScriptGraph:
                         "clause_type": clause,
                         "process_id": process_id,
                         "flow": flow,
-                        "effect": rel.effect,
+                        "effect": effect,
                         "transform": transform,
-                        "function": rel.function,
-                        "span": rel.span,
+                        "function": fn,
+                        "span": span,
                     },
                 )
             )
         keyed.sort(key=_first)  # stable: equal keys stay in the order they were added
-        keys = [key for key, _ in keyed]
+        keys = list(map(_first, keyed))
         if any(map(eq, keys, keys[1:])):  # rare: relations that differ only in their spans
             relations = _complete_all(Relation, _by_span_text(keyed))
         else:
-            relations = _complete_all(Relation, [values for _, values in keyed])
+            relations = _complete_all(Relation, map(_second, keyed))
         return _complete(
             Lineage,
             {
@@ -369,8 +382,13 @@ class ScriptGraph:
         )
 
 
+_SOURCE = itemgetter(1)
+_TARGET = itemgetter(2)
+"""A RelationBuilder's source and target (its second and third fields)."""
 _first = itemgetter(0)
 """The key of a keyed relation (a C function: no Python call per relation when sorting)."""
+_second = itemgetter(1)
+"""The fields of a keyed relation."""
 
 
 def _by_span_text(keyed: list[tuple[tuple[str, ...], dict[str, Any]]]) -> list[dict[str, Any]]:

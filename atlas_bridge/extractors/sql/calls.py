@@ -10,11 +10,10 @@ dialect built-in sqlglot does not know, and is left a transform.
 
 from __future__ import annotations
 
-from itertools import repeat
-from operator import and_, attrgetter, is_
+from operator import attrgetter
 
 from sqlglot import exp
-from sqlglot.tokens import Token, TokenType  # type: ignore[attr-defined]
+from sqlglot.tokens import TokenType  # type: ignore[attr-defined]
 
 from atlas_bridge.extractors.sql.builder import DatasetBuilder
 from atlas_bridge.extractors.sql.core import StatementContext
@@ -42,12 +41,16 @@ def _function_dataset(
     return ds
 
 
-def _may_call_qualified(tokens: list[Token]) -> bool:
-    """Whether the tokens hold a ``. name (`` run, which every ``schema.function(...)`` call needs: a scan
-    of the tokens costs a fraction of a walk of the tree."""
-    kinds = list(map(_TOKEN_TYPE, tokens))
-    # a DOT at i and an L_PAREN at i + 2, compared pair by pair in C (no Python step per token)
-    return any(map(and_, map(is_, kinds, repeat(_DOT)), map(is_, kinds[2:], repeat(_L_PAREN))))
+def _may_call_qualified(kinds: list[TokenType]) -> bool:
+    """Whether the token types hold a ``. name (`` run, which every ``schema.function(...)`` call needs: a
+    scan of the tokens costs a fraction of a walk of the tree. C-level searches from dot to dot (a
+    statement has a few dozen), not a Python step per token."""
+    i, last = -1, len(kinds) - 3
+    for _ in range(kinds.count(_DOT)):
+        i = kinds.index(_DOT, i + 1)
+        if i <= last and kinds[i + 2] is _L_PAREN:
+            return True
+    return False
 
 
 _DOT = TokenType.DOT
@@ -85,7 +88,11 @@ def _dot_parts(node: exp.Expr) -> list[exp.Expr]:
 def function_calls(stmt: exp.Expr, ctx: StatementContext) -> None:
     graph = ctx.graph
     rels = list(graph.relations.values())
-    udfs = _scalar_udfs(stmt) if ctx.tokens is None or _may_call_qualified(ctx.tokens) else []
+    if ctx.tokens is None:
+        udfs = _scalar_udfs(stmt)
+    else:
+        kinds = ctx.kinds if ctx.kinds is not None else list(map(_TOKEN_TYPE, ctx.tokens))
+        udfs = _scalar_udfs(stmt) if _may_call_qualified(kinds) else []
     for name, db, catalog, low in udfs:
         fn = _function_dataset(ctx, name, db, catalog)
         rows = (fn.id, fn.rows())

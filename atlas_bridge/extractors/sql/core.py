@@ -28,10 +28,10 @@ from typing import cast
 from sqlglot import exp
 from sqlglot.dialects.dialect import Dialect
 from sqlglot.generator import Generator
-from sqlglot.tokens import Token  # type: ignore[attr-defined]
+from sqlglot.tokens import Token, TokenType  # type: ignore[attr-defined]
 
 from atlas_bridge.extractors.sql.builder import ColKey, DatasetBuilder, GraphBuilder
-from atlas_bridge.extractors.sql.schema import Columns, SchemaIndex
+from atlas_bridge.extractors.sql.schema import SchemaIndex
 from atlas_bridge.extractors.sql.split import LineIndex
 from atlas_bridge.model import (
     ORPHAN_TABLE,
@@ -61,9 +61,6 @@ class UnsupportedSQL(Exception):
     """A construct the extractor does not handle (reported, the statement is skipped)."""
 
 
-_ColumnMaps = tuple[Columns, dict[str, str], dict[str, str | None]]
-
-
 @dataclass
 class ScriptState:
     """What outlives one statement: numbering, the schema grown by DDL, column spellings."""
@@ -82,9 +79,6 @@ class ScriptState:
     """Procedure the statements being analysed sit in (set by the procedural-block handler)."""
     resolve_variable: Callable[[exp.Expr], ColKey | None] | None = None
     """Inside a procedural block: the variable column a Column/Parameter names, else None."""
-    column_maps: dict[int, _ColumnMaps] = field(default_factory=dict)
-    """A schema's column list (by identity; the list is kept, so its id is not reused) -> its columns and
-    types by lower-cased name, built once per script for every source that reads the table (read only)."""
     generator: Generator | None = None
     """The dialect's SQL generator for expression texts, made once per script (see :func:`_sql`)."""
 
@@ -297,6 +291,8 @@ class StatementContext:
         self.tokens: list[Token] | None = None
         """The statement's tokens, when its tree was parsed from them alone (post hooks may skip a tree
         walk that the tokens show would find nothing)."""
+        self.kinds: list[TokenType] | None = None
+        """Those tokens' types, when the split read them (else read off :attr:`tokens` when needed)."""
 
     # -- bookkeeping ----------------------------------------------------------------------------------
 
@@ -313,7 +309,7 @@ class StatementContext:
             return None
         meta = node.meta if isinstance(node, exp.Identifier) else None
         if meta is None or "start" not in meta:
-            this = node.this
+            this = node.args.get("this")  # node.this without the property's call (hot path)
             ident = this if isinstance(this, exp.Identifier) else node.find(exp.Identifier)
             if ident is None:
                 return None
@@ -402,9 +398,9 @@ class StatementContext:
 
     def table(self, table: exp.Table, kind: DatasetKind = DatasetKind.TABLE) -> DatasetBuilder:
         """The permanent dataset a table reference names (db defaults to the script's default db)."""
-        name = table.name
-        db = table.db or self.state.default_db or None
-        catalog = table.catalog or None
+        name = _table_name(table)
+        db = _part_text(table, "db") or self.state.default_db or None
+        catalog = _part_text(table, "catalog") or None
         ds = self.graph.dataset(
             DatasetBuilder(
                 id=dataset_id(kind, name, db, catalog),
@@ -710,11 +706,13 @@ class StatementContext:
             expr = proj.unalias()
             while isinstance(expr, exp.Paren):
                 expr = expr.this
-            name = (
-                (proj.alias if isinstance(proj, exp.Alias) else "")
-                or (expr.output_name if isinstance(expr, (exp.Column, exp.Dot)) else "")
-                or _expression_name(expr, self.state)
+            name = (proj.alias if isinstance(proj, exp.Alias) else "") or (
+                expr.output_name if isinstance(expr, (exp.Column, exp.Dot)) else ""
             )
+            text = None  # the expression's SQL when its name is made of it
+            if not name:
+                text = _sql(expr, self.state)
+                name = _text_name(text)
             col = qr.add_output(name)
             refs: list[Ref] = []
             self._collect(
@@ -723,7 +721,11 @@ class StatementContext:
             aliases.setdefault(name.lower(), refs)
             exact = isinstance(expr, exp.Column)
             transform = None
-            if not (exact and not isinstance(proj, exp.Alias)):
+            if not refs or (exact and not isinstance(proj, exp.Alias)):
+                pass  # a plain column, or no column read: no edge carries a transform
+            elif text is not None and not exact:
+                transform = text  # the expression's SQL, made for its name
+            else:
                 transform = _sql(proj if exact else expr, self.state)
             is_agg = False
             for ref in refs:
@@ -1018,9 +1020,10 @@ class StatementContext:
             if isinstance(item.this, exp.Func):
                 self._function_source(scope, item.this, alias, alias_cols, table=item)
                 return
-            name = item.name
+            name = _table_name(item)
             low = name.lower()
-            if not item.db and low in scope.ctes:
+            db, catalog = _part_text(item, "db"), _part_text(item, "catalog")
+            if not db and low in scope.ctes:
                 cte = scope.ctes[low]
                 ds = cte.ds
                 src = Source(alias=(alias or name).lower(), ds=ds, names=(low,), query=cte)
@@ -1029,24 +1032,15 @@ class StatementContext:
                 scope.sources.append(src)
                 return
             ds = self.table(item)
-            cols = self.table_columns(item)
+            maps = self.state.schema.column_maps(catalog or None, db or self.state.default_db or None, name)
             known = types = None
-            if cols is not None:
-                maps = self.state.column_maps.get(id(cols))
-                if maps is None or maps[0] is not cols:
-                    spelled = [c for c, _ in cols]
-                    lows = list(map(str.lower, spelled))  # the last of equal names wins, as a dict's would
-                    maps = self.state.column_maps[id(cols)] = (
-                        cols,
-                        dict(zip(lows, spelled, strict=True)),
-                        dict(zip(lows, [t for _, t in cols], strict=True)),
-                    )
+            if maps is not None:
                 known, types = maps[1], maps[2]
             names = {low}
-            if item.db:
-                names.add(f"{item.db.lower()}.{low}")
-                if item.catalog:
-                    names.add(f"{item.catalog.lower()}.{item.db.lower()}.{low}")
+            if db:
+                names.add(f"{db.lower()}.{low}")
+                if catalog:
+                    names.add(f"{catalog.lower()}.{db.lower()}.{low}")
             scope.sources.append(
                 Source(alias=(alias or name).lower(), ds=ds, names=tuple(names), known=known, types=types)
             )
@@ -1195,7 +1189,7 @@ class StatementContext:
                 kind = _node_kind(type(node))
             if kind is _COLUMN:
                 col = cast(exp.Column, node)  # kinds are by class: the isinstance checks ran once
-                if isinstance(col.this, exp.Star):
+                if isinstance(col.args.get("this"), exp.Star):
                     qual = tuple(p.lower() for p in _qualifier(col))
                     src = scope.find(qual) if qual else None
                     if src is not None:
@@ -1298,7 +1292,7 @@ class StatementContext:
         func: str | None,
     ) -> None:
         self.check()
-        name = col.name
+        name = _part_text(col, "this")
         span = self.span_of(col)
         parts = _qualifier(col)
         qual = tuple(map(str.lower, parts))  # a C loop: once per column met
@@ -1365,6 +1359,11 @@ class StatementContext:
         known_hits: list[Source] = []
         unknown: list[Source] = []
         for src in scope.sources:
+            known = src.known
+            if known is not None and src.rename is None and src.query is None:
+                if low in known:  # a table the schema knows: Source.has_lower inline (hot path)
+                    known_hits.append(src)
+                continue
             h = src.has_lower(low)
             if h is True:
                 known_hits.append(src)
@@ -1529,6 +1528,29 @@ def _qualifier(col: exp.Column) -> list[str]:
     return out
 
 
+def _part_text(node: exp.Expr, key: str) -> str:
+    """``node.text(key)`` (a column's name, a table's db...), read off the Identifier there directly (hot
+    path: sqlglot's property goes through two Python calls)."""
+    part = node.args.get(key)
+    if type(part) is _IDENTIFIER:
+        text = part.args.get("this")
+        if type(text) is str:
+            return text
+    elif part is None:  # (a table without db)
+        return ""
+    return node.text(key)
+
+
+def _table_name(table: exp.Table) -> str:
+    """``table.name``, read as :func:`_part_text` reads a part."""
+    part = table.args.get("this")
+    if type(part) is _IDENTIFIER:
+        text = part.args.get("this")
+        if type(text) is str:
+            return text
+    return table.name
+
+
 _QUALIFIER_ARGS = ("catalog", "db", "table")
 _IDENTIFIER = exp.Identifier
 _EXPR = exp.Expr
@@ -1624,8 +1646,8 @@ def _ensures_bools(dialect: Dialect) -> bool:
     return _ENSURE_BOOLS[cls]
 
 
-def _expression_name(expr: exp.Expr, state: ScriptState) -> str:
-    text = _sql(expr, state)
+def _text_name(text: str) -> str:
+    """The output name of an expression without alias: its SQL text, cut to 128 characters."""
     return text if len(text) <= 128 else text[:125] + "..."
 
 

@@ -20,6 +20,10 @@ TableKey = tuple[str | None, str | None, str]
 Columns = list[tuple[str, str | None]]
 """A table's columns in declaration order: (name as written, type or None)."""
 
+ColumnMaps = tuple[Columns, dict[str, str], dict[str, str | None]]
+"""A table's columns, and their spellings and their types by lower-cased name (the last of equal names wins,
+as a dict's would)."""
+
 LearnedTable = tuple[str | None, str | None, str, Columns]
 """(catalog, db, name, columns) of a table a script defines, names as written."""
 
@@ -42,6 +46,8 @@ class SchemaIndex:
         """Columns per table; a table of the given schema keeps its mapping until first looked up (most
         scripts touch few of the schema's tables, and the index is built once per script)."""
         self._by_name: dict[str, list[TableKey]] = {}
+        self._maps: dict[TableKey, ColumnMaps] = {}
+        """:meth:`column_maps` of this layer's tables, made when first asked for."""
         self._spelling: dict[TableKey, tuple[str | None, str | None, str]] = {}
         self._defined: dict[TableKey, None] = {}
         """Tables added by :meth:`add` (DDL), in order: what a script teaches."""
@@ -54,8 +60,14 @@ class SchemaIndex:
         read from the base or did not find), in order; a scan re-extracts a unit when their answers change."""
         self.base = schema if isinstance(schema, SchemaIndex) else None
         self.default_db = default_db.lower() if default_db else None
+        self._own_base = False
+        """The base holds this index's own schema (shared, :func:`_shared`): its tables are this layer's."""
         if schema and not isinstance(schema, SchemaIndex):
-            self._load(schema, ())
+            self.base = _shared(schema)
+            if self.base is None:
+                self._load(schema, ())
+            else:
+                self._own_base = True
 
     def _load(self, node: Mapping[str, Any], path: tuple[str, ...]) -> None:
         db = path[-1] if path else None
@@ -111,7 +123,7 @@ class SchemaIndex:
         return key is not None and self._ordered(key)
 
     def _ordered(self, key: TableKey) -> bool:
-        if key in self._tables:
+        if key in self._tables or (self._own_base and key in self._unordered):
             return key not in self._unordered
         return self.base._ordered(key) if self.base is not None else True
 
@@ -126,6 +138,7 @@ class SchemaIndex:
         if key not in self._tables:
             self._by_name.setdefault(key[2], []).append(key)
         self._tables[key] = columns
+        self._maps.pop(key, None)
         self._spelling[key] = (catalog or None, db or None, name)
         return key
 
@@ -155,12 +168,41 @@ class SchemaIndex:
         ``record=False``: a look-up the answer of which does not shape the lineage (the target a statement
         is about to define), left out of :attr:`lookups`."""
         key = self._resolve(catalog, db, name)
-        if record and self.lookups is not None and (key is None or key not in self._defined):
+        if record and self.lookups is not None:
+            self._record(catalog, db, name, key)
+        return None if key is None else self._get(key)
+
+    def column_maps(self, catalog: str | None, db: str | None, name: str) -> ColumnMaps | None:
+        """:meth:`columns`, with the columns' spellings and types by lower-cased name: made once per table
+        by the index that holds it (a shared base: once, not once per script that reads the table)."""
+        key = self._resolve(catalog, db, name)
+        if self.lookups is not None:
+            self._record(catalog, db, name, key)
+        return None if key is None else self._maps_of(key)
+
+    def _record(self, catalog: str | None, db: str | None, name: str, key: TableKey | None) -> None:
+        assert self.lookups is not None
+        if key is None or key not in self._defined:
             if len(self.lookups) < MAX_LOOKUPS:
                 self.lookups[_key(catalog, db, name)] = None
             else:
                 self.lookups[OVERFLOW] = None
-        return None if key is None else self._get(key)
+
+    def _maps_of(self, key: TableKey) -> ColumnMaps:
+        if key not in self._tables:
+            assert self.base is not None
+            return self.base._maps_of(key)
+        maps = self._maps.get(key)
+        if maps is None:
+            cols = self._get(key)
+            spelled = [c for c, _ in cols]
+            lows = list(map(str.lower, spelled))
+            maps = self._maps[key] = (
+                cols,
+                dict(zip(lows, spelled, strict=True)),
+                dict(zip(lows, [t for _, t in cols], strict=True)),
+            )
+        return maps
 
     def _resolve(self, catalog: str | None, db: str | None, name: str) -> TableKey | None:
         low = name.lower()
@@ -183,6 +225,78 @@ class SchemaIndex:
                 return None
             matches = exact
         return matches[0]
+
+
+_SHARED: tuple[dict[str, Any], list[tuple[str, ...]], SchemaIndex] | None = None
+"""The last plain schema mapping indexed (a copy of it, the keys of its levels in order) and its index,
+shared as the base of every script given an equal mapping: the API and the CLI pass the same schema script
+after script."""
+SHARED_MAX_VALUES = 100_000
+"""A bigger schema is not copied for sharing: it is indexed per script, as any other mapping."""
+
+
+def _shared(schema: Mapping[str, Any]) -> SchemaIndex | None:
+    """The shared index of a plain schema (:func:`_plain_copy`), built once while the mapping stays equal to
+    the copy taken then (keys in the same order: columns are positional); None for any other mapping.
+
+    Comparing is C-level but for one step per level above the tables, a fraction of indexing again (TPC-DS's
+    24 tables: 8 us against 25), and a table's columns are converted once, not once per script that reads
+    it. The shared index is only read, and converted lazily (the same result whichever thread does it);
+    what a script's DDL defines goes into the script's own layer above it."""
+    global _SHARED
+    cached = _SHARED
+    if (
+        cached is not None
+        and type(schema) is dict
+        and cached[0] == schema
+        and _key_orders(schema) == cached[1]
+    ):
+        return cached[2]
+    copy = _plain_copy(schema, 0, [SHARED_MAX_VALUES])
+    if copy is None:
+        return None
+    index = SchemaIndex()
+    index._load(copy, ())
+    _SHARED = (copy, _key_orders(copy), index)
+    return index
+
+
+def _plain_copy(node: Any, depth: int, budget: list[int]) -> dict[str, Any] | None:
+    """A copy of a plain schema, else None. Plain: dicts with string keys; a table maps to strings (or
+    None), any other level maps to tables only or to such levels only (at most three above the tables);
+    at most ``budget`` keys in all."""
+    if type(node) is not dict or depth > 3:
+        return None
+    budget[0] -= len(node)
+    if budget[0] < 0 or not all(type(key) is str for key in node):
+        return None
+    kinds = {type(value) for value in node.values()}
+    if not kinds <= _LEAF_TYPES:  # a level above tables: the same kind of level under every key
+        if kinds != {dict} or len({_is_level(value) for value in node.values()}) != 1:
+            return None
+        out: dict[str, Any] = {}
+        for key, value in node.items():
+            value = _plain_copy(value, depth + 1, budget)
+            if value is None:
+                return None
+            out[key] = value
+        return out
+    return dict(node)
+
+
+def _is_level(node: dict[str, Any]) -> bool:
+    """A non-empty level whose first value is a dict (plain: a level above tables, not a table)."""
+    return bool(node) and type(next(iter(node.values()))) is dict
+
+
+def _key_orders(node: dict[str, Any]) -> list[tuple[str, ...]]:
+    """The keys of every dict of a plain schema, in order (dict equality does not see the order)."""
+    if _is_level(node) and _is_level(next(iter(node.values()))):  # a level of dbs (or catalogs)
+        return [tuple(node), *(keys for child in node.values() for keys in _key_orders(child))]
+    return [tuple(node), *map(tuple, node.values())]  # tables under this level (or a table itself)
+
+
+_LEAF_TYPES = frozenset({str, type(None)})
 
 
 def _key(catalog: str | None, db: str | None, name: str) -> TableKey:

@@ -18,6 +18,7 @@ from __future__ import annotations
 import bisect
 import re
 from dataclasses import dataclass
+from operator import attrgetter
 
 from sqlglot.dialects.dialect import Dialect
 from sqlglot.tokens import Token, TokenType  # type: ignore[attr-defined]
@@ -26,6 +27,9 @@ from atlas_bridge.model import _ALL_SET, Span, _new, _set_dict, _set_extra, _set
 
 _SPAN_FIELDS = _ALL_SET.setdefault(Span, set(Span.model_fields))
 """Every field of a Span is set: the fields-set construct_complete shares among all Spans."""
+
+
+_bisect_right = bisect.bisect_right
 
 
 class LineIndex:
@@ -45,10 +49,11 @@ class LineIndex:
     def span(self, start: int, end: int) -> Span:
         """Span of ``text[start:end]`` (end exclusive)."""
         starts = self._starts
-        line = bisect.bisect_right(starts, start) - 1
-        end = max(end, start)
+        line = _bisect_right(starts, start) - 1
+        if end < start:
+            end = start
         if line + 1 < len(starts) and end >= starts[line + 1]:
-            end_line = bisect.bisect_right(starts, end) - 1
+            end_line = _bisect_right(starts, end) - 1
         else:  # on the start's line (most spans): no second search
             end_line = line
         # made in place (a statement makes dozens of spans): construct_complete without its call
@@ -80,6 +85,9 @@ class StatementChunk:
     tokens: list[Token]
     error: str | None = None
     error_offset: int | None = None
+    kinds: list[TokenType] | None = None
+    """The tokens' types, when the split read them off the script's tokens in one pass (a post hook scans
+    them; reading them statement by statement, after parsing, cost twice as much); None: not read."""
 
 
 def split_statements(text: str, dialect: Dialect) -> list[StatementChunk]:
@@ -90,19 +98,23 @@ def split_statements(text: str, dialect: Dialect) -> list[StatementChunk]:
         return _split_by_scanning(text, dialect)
     chunks: list[StatementChunk] = []
     semicolon = TokenType.SEMICOLON
+    kinds = list(map(_TOKEN_TYPE, tokens))
     start = 0  # the current statement's first token
     # only semicolons and two-letter tokens (T-SQL's GO) can end a statement: find them in one pass
     for i in [i for i, tok in enumerate(tokens) if tok.token_type is semicolon or len(tok.text) == 2]:
         if i < start:  # the count after a GO
             continue
         if tokens[i].token_type is semicolon:
-            _close(chunks, tokens[start:i])
+            _close(chunks, tokens[start:i], kinds[start:i])
             start = i + 1
         elif (go := _batch_separator(tokens, i)) is not None:
-            _close(chunks, tokens[start:i])
+            _close(chunks, tokens[start:i], kinds[start:i])
             start = i + 1 + go
-    _close(chunks, tokens[start:])
+    _close(chunks, tokens[start:], kinds[start:])
     return chunks
+
+
+_TOKEN_TYPE = attrgetter("token_type")
 
 
 def _batch_separator(tokens: list[Token], i: int) -> int | None:
@@ -123,11 +135,13 @@ def _batch_separator(tokens: list[Token], i: int) -> int | None:
     return rest
 
 
-def _close(chunks: list[StatementChunk], toks: list[Token]) -> None:
+def _close(chunks: list[StatementChunk], toks: list[Token], kinds: list[TokenType] | None = None) -> None:
     if not toks:
         return
     chunks.append(
-        StatementChunk(index=len(chunks) + 1, start=toks[0].start, end=toks[-1].end + 1, tokens=toks)
+        StatementChunk(
+            index=len(chunks) + 1, start=toks[0].start, end=toks[-1].end + 1, tokens=toks, kinds=kinds
+        )
     )
 
 
