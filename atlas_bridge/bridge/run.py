@@ -180,10 +180,14 @@ def scan(
         )
         reset = check_resume_state(state, delivery) if state is not None and resume else None
         keep = getattr(delivery, "keep", None)
+        # Only a delivery to Atlas itself records what it produced (to prune it later): no other pays for it.
+        client = getattr(delivery, "client", None)
+        record = state_dir is not None and client is not None
         produced = Produced()
+        batches = collector.batches(max_entities)
         try:
             dstats = deliver(
-                produced.watch(collector.batches(max_entities)),
+                produced.watch(batches) if record else batches,
                 delivery,
                 state,
                 skip_acknowledged=resume,
@@ -195,8 +199,8 @@ def scan(
             if state is not None:
                 state.close()
     timings["deliver"] = dstats.deliver_s
-    client = getattr(delivery, "client", None)  # only a delivery to Atlas itself can prune
-    if state_dir is not None and client is not None:
+    if record:
+        assert state_dir is not None
         scope = scope_key(delivery.target, namespace, [str(p) for p in paths])
         _record_and_prune(client, record_path(state_dir, scope), scope, stats, dstats, produced, prune)
     dstats.resume_reset = reset
