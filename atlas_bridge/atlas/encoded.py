@@ -25,7 +25,7 @@ quote = _quote
 
 
 class EncodedBatch(Mapping[str, Any]):
-    """One bulk body as its JSON text, read-only; a mapping that decodes the text when first read.
+    """One bulk body as its JSON bytes, read-only; a mapping that decodes them when first read.
 
     ``data`` is what the Atlas client posts; ``entity_count`` and ``names`` answer the delivery's own
     questions (how many entities, which guid went to which entity) without decoding the body.
@@ -40,11 +40,6 @@ class EncodedBatch(Mapping[str, Any]):
         """(placeholder guid, typeName, qualifiedName) of each entity, in order."""
         self.entity_count = len(names)
         self._body: dict[str, Any] | None = None
-
-    @property
-    def text(self) -> str:
-        """The body's JSON text."""
-        return self.data.decode("ascii")
 
     @property
     def decoded(self) -> bool:

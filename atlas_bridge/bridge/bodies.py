@@ -283,17 +283,17 @@ def _plain_rels(refs: Mapping[str, Any]) -> list[Any]:
     return out
 
 
-def records_from_text(tier: int, group: str, line: str) -> list[dict[str, Any]]:
-    """A usable group's records back from its text line (a body that needs records: one holding datasets,
-    part of a split group, a dataset retyped by the merge). Rendered as :func:`render_records` renders
-    them, they give the same bytes as the records the executor made: rendering sorts attributes and
-    references and drops repeats, and the text was made from those records by the same rules."""
-    info, _, text = line.partition("\t")
-    usable, _, names, holes = loads(info)
+def records_from_text(tier: int, group: str, head: str, text: str) -> list[dict[str, Any]]:
+    """A usable group's records back from its text line's head and text (the parts either side of its tab),
+    for a body that needs records: one holding datasets, part of a split group, a dataset retyped by the
+    merge. Rendered as :func:`render_records` renders them, they give the same bytes as the records the
+    executor made: rendering sorts attributes and references and drops repeats, and the text was made from
+    those records by the same rules."""
+    usable, _, names, holes = loads(head)
     if not usable:
         msg = f"group {group!r}: its text line is not usable, its records are needed"
         raise ValueError(msg)
-    entities = loads("[" + text.rstrip("\n") % ((0,) * len(holes)) + "]")
+    entities = loads("[" + text % ((0,) * len(holes)) + "]")
     out: list[dict[str, Any]] = []
     for (type_name, qualified_name), entity in zip(names, entities, strict=True):
         refs: dict[str, Any] = {}

@@ -197,7 +197,7 @@ class EntityCollector:
         only the text was sent, see :func:`process_groups`)."""
         info, text, offset, length = g.data
         if not length:
-            return records_from_text(g.tier, g.group, (info + b"\t" + text).decode("utf-8"))
+            return records_from_text(g.tier, g.group, info.decode("utf-8"), text.decode("utf-8"))
         raw.seek(offset)
         return [loads(x) for x in raw.read(length).decode("utf-8").split("\n") if x]
 

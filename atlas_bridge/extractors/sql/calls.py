@@ -10,14 +10,13 @@ dialect built-in sqlglot does not know, and is left a transform.
 
 from __future__ import annotations
 
-from operator import attrgetter
-
 from sqlglot import exp
 from sqlglot.tokens import TokenType  # type: ignore[attr-defined]
 
 from atlas_bridge.extractors.sql.builder import DatasetBuilder
 from atlas_bridge.extractors.sql.core import StatementContext
 from atlas_bridge.extractors.sql.registry import post_hook
+from atlas_bridge.extractors.sql.split import token_kinds
 from atlas_bridge.model import DatasetKind, Effect, RelationType, dataset_id
 
 CALL = RelationType.CALL
@@ -54,7 +53,6 @@ def _may_call_qualified(kinds: list[TokenType]) -> bool:
 
 
 _DOT = TokenType.DOT
-_TOKEN_TYPE = attrgetter("token_type")
 _L_PAREN = TokenType.L_PAREN
 
 
@@ -91,7 +89,7 @@ def function_calls(stmt: exp.Expr, ctx: StatementContext) -> None:
     if ctx.tokens is None:
         udfs = _scalar_udfs(stmt)
     else:
-        kinds = ctx.kinds if ctx.kinds is not None else list(map(_TOKEN_TYPE, ctx.tokens))
+        kinds = ctx.kinds if ctx.kinds is not None else token_kinds(ctx.tokens)
         udfs = _scalar_udfs(stmt) if _may_call_qualified(kinds) else []
     for name, db, catalog, low in udfs:
         fn = _function_dataset(ctx, name, db, catalog)

@@ -98,7 +98,7 @@ def split_statements(text: str, dialect: Dialect) -> list[StatementChunk]:
         return _split_by_scanning(text, dialect)
     chunks: list[StatementChunk] = []
     semicolon = TokenType.SEMICOLON
-    kinds = list(map(_TOKEN_TYPE, tokens))
+    kinds = token_kinds(tokens)
     start = 0  # the current statement's first token
     # only semicolons and two-letter tokens (T-SQL's GO) can end a statement: find them in one pass
     for i in [i for i, tok in enumerate(tokens) if tok.token_type is semicolon or len(tok.text) == 2]:
@@ -115,6 +115,11 @@ def split_statements(text: str, dialect: Dialect) -> list[StatementChunk]:
 
 
 _TOKEN_TYPE = attrgetter("token_type")
+
+
+def token_kinds(tokens: list[Token]) -> list[TokenType]:
+    """The tokens' types, read in one C loop (scans compare them pairwise or search them)."""
+    return list(map(_TOKEN_TYPE, tokens))
 
 
 def _batch_separator(tokens: list[Token], i: int) -> int | None:
