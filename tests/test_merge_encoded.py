@@ -181,7 +181,7 @@ def test_an_encoded_batch_goes_to_atlas_as_it_is(atlas_stub: Any, tmp_path: Path
         "entities": [{"typeName": "t_table", "guid": "-1", "attributes": {"name": qn, "qualifiedName": qn}}],
         "referredEntities": {},
     }
-    batch = EncodedBatch(json.dumps(body, separators=(",", ":")), [("-1", "t_table", qn)])
+    batch = EncodedBatch(json.dumps(body, separators=(",", ":")).encode("ascii"), [("-1", "t_table", qn)])
     delivery = AtlasDelivery(client, "atlas:stub", tmp_path / "unsent")
     stats = deliver([batch], delivery, None, total=1)
     assert (stats.sent, stats.created, stats.errors) == (1, 1, [])

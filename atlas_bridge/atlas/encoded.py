@@ -33,8 +33,8 @@ class EncodedBatch(Mapping[str, Any]):
 
     __slots__ = ("_body", "data", "entity_count", "names")
 
-    def __init__(self, data: bytes | str, names: list[tuple[str, str, str]]) -> None:
-        self.data = data.encode("ascii") if isinstance(data, str) else data
+    def __init__(self, data: bytes, names: list[tuple[str, str, str]]) -> None:
+        self.data = data
         """The body as the Atlas client sends it (compact JSON, ASCII)."""
         self.names = names
         """(placeholder guid, typeName, qualifiedName) of each entity, in order."""
