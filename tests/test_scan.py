@@ -337,6 +337,52 @@ def test_scan_warehouse_into_atlas_then_again_changes_nothing(
 
 
 @pytest.mark.spark
+@pytest.mark.parametrize("corpus", ["warehouse", "schema learning"])
+@pytest.mark.parametrize("max_entities", [7, 1000])
+def test_texts_the_local_tasks_write_give_the_bodies_of_texts_sent_with_the_results(
+    session: object, tmp_path: Path, corpus: str, max_entities: int
+) -> None:
+    """On a local master the tasks write the process groups' texts beside the driver's spill and send only
+    where they are; the bodies are those of texts sent with the results (as from a cluster's executors),
+    byte for byte: whole groups, groups cut apart (7 entities a body), and units extracted again because
+    the learned schema answers their look-ups otherwise."""
+    from atlas_bridge.atlas.encoded import encode_body
+    from atlas_bridge.bridge.job import extract_entities
+    from atlas_bridge.bridge.merge import EntityCollector
+
+    if corpus == "warehouse":
+        paths, options = [WAREHOUSE], _warehouse_options()
+    else:
+        paths, options = [REPO / "tests" / "data" / "schema_learning" / "estate"], ScanOptions()
+    files, _ = bridge.discover_inputs(paths)
+    units = bridge.plan_units(files, options, ship_content=False)
+
+    def run(on_disk: bool, where: Path) -> tuple[list[bytes], int, list[str]]:
+        collector = EntityCollector(where)
+        stats = extract_entities(
+            session,  # type: ignore[arg-type]
+            units,
+            options,
+            collector,
+            namespace=NS,
+            learn=options.learn_schema,
+            texts_on_disk=on_disk,
+        )
+        collector.finish()
+        written = sorted(p.name for p in collector.task_dir.iterdir())
+        rounds = stats.schema.rounds if stats.schema is not None else 0
+        return [encode_body(b) for b in collector.batches(max_entities)], rounds, written
+
+    on_disk, rounds, written = run(True, tmp_path / "on_disk")
+    sent, rounds_sent, none = run(False, tmp_path / "sent")
+    assert len(sent) >= (1 if max_entities == 1000 else 5)
+    assert on_disk == sent
+    assert written  # the texts were read from the tasks' files ...
+    assert not none  # ... and were not there when they travelled with the results
+    assert rounds == rounds_sent >= (1 if corpus == "warehouse" else 2)  # some units extracted again
+
+
+@pytest.mark.spark
 def test_warehouse_lineage_starts_at_the_landing_paths(session: object, atlas_stub: object) -> None:
     """paths -> staging -> mart -> view: external tables' LOCATION and LOAD DATA INPATH feed staging."""
     from atlas_bridge.naming import path_qualified_name, table_qualified_name

@@ -9,7 +9,7 @@ import re
 import resource
 import time
 import zlib
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from atlas_bridge.bridge.inputs import count_statements, decode_text, make_problem, printable, read_unit
@@ -23,6 +23,10 @@ if TYPE_CHECKING:
     from atlas_bridge.bridge.bodies import GroupText
 
 logger = logging.getLogger(__name__)
+
+TextSink = Callable[[bytes], tuple[str, int]]
+"""Writes a process group's text line where the driver reads it (a file of the task's, on a local master);
+returns the file's name and the line's offset in it."""
 
 
 def extract_unit(unit: WorkUnit, options: ScanOptions, schema: SchemaIndex | None = None) -> UnitResult:
@@ -212,6 +216,7 @@ def extract_partition(
     *,
     per_unit: bool = False,
     spill_groups: bool = False,
+    text_sink: TextSink | None = None,
 ) -> Iterator[tuple[str, str]]:
     """Executor side: extract each unit and convert it to Atlas entity records on its own.
 
@@ -229,6 +234,9 @@ def extract_partition(
 
     ``spill_groups``: the process tier comes as the driver's spill groups
     (:func:`atlas_bridge.bridge.bodies.process_groups`, made here in parallel), not as record lines.
+    ``text_sink`` (with ``spill_groups``): each group's text line is written there, and the unit's payload
+    names where (``[file, offset, length, tab]``) instead of carrying it: on a local master the executors
+    and the driver share a disk, and the texts are most of the bytes (40 KB a TPC-DS statement).
     """
     texts = _group_text() if spill_groups else None
     cpu0 = time.process_time()
@@ -245,7 +253,7 @@ def extract_partition(
             defines.extend(r.defines)
             lookups.update(dict.fromkeys(r.lookups))
             with PausedGC():  # conversion builds many objects that all live until the unit is sent
-                records = _unit_records(r, options, namespace, texts)
+                records = _unit_records(r, options, namespace, texts, text_sink)
             yield "unit", records
         if per_unit:
             rank = 0
@@ -312,7 +320,9 @@ def _group_text() -> GroupText:
     return GroupText(_DATASET_TYPES | {TYPE_COLUMN}, _DATASET_TYPES)
 
 
-def _unit_records(r: UnitResult, options: ScanOptions, namespace: str, texts: GroupText | None) -> str:
+def _unit_records(
+    r: UnitResult, options: ScanOptions, namespace: str, texts: GroupText | None, sink: TextSink | None = None
+) -> str:
     from atlas_bridge.atlas.convert import to_entity_records
     from atlas_bridge.graph import end_to_end
 
@@ -341,6 +351,13 @@ def _unit_records(r: UnitResult, options: ScanOptions, namespace: str, texts: Gr
     from atlas_bridge.bridge.bodies import process_groups
 
     groups = process_groups(lines, texts)
+    if sink is not None:  # the text lines to the sink; the records (rarely any) stay in the JSON
+        for g in groups:
+            line = g[4].encode("utf-8")
+            name, offset = sink(line)
+            g[4] = [name, offset, len(line), line.index(b"\t")]
+        records["process_groups"] = groups
+        return json.dumps(records, separators=(",", ":"), ensure_ascii=False)
     big = [text for g in groups for text in (g[4], g[5])]
     if any(_SEP in text for text in big):  # never in practice: JSON escapes control characters
         records["process_groups"] = groups

@@ -291,6 +291,7 @@ def extract_entities(
     learned: Sequence[LearnedTable] | None = None,
     unordered: Sequence[TableKey] = (),
     learn: bool = False,
+    texts_on_disk: bool = True,
 ) -> ExtractStats:
     """Extract and convert ``units`` on Spark; fold the results into ``collector`` on the driver.
 
@@ -303,6 +304,9 @@ def extract_entities(
     extracted once with the given schema; what the units' DDL defines is folded into the learned schema;
     only the units whose look-ups it answers differently are extracted again (a few rounds at most), and
     each unit's last extraction is what the collector receives, in unit order.
+
+    ``texts_on_disk``: on a local master, tasks write the process groups' texts into the collector's
+    directory (False: they travel with the results, as they do from a cluster's executors).
     """
     stats = ExtractStats()
     if not units:
@@ -316,7 +320,12 @@ def extract_entities(
     for group in groups:
         pairs.append([(n + j, u) for j, u in enumerate(group)])
         n += len(group)
-    job = _ExtractJob(spark, options, namespace, per_unit=learn)
+    # A local master's tasks write the groups' texts beside the driver's spill (same disk): the driver
+    # then neither receives, inflates nor copies them, and Spark keeps a tenth of the bytes.
+    local = (sc.master or "").startswith("local") and texts_on_disk
+    job = _ExtractJob(
+        spark, options, namespace, per_unit=learn, text_dir=str(collector.task_dir) if local else None
+    )
     rounds: list[Any] = []
     ahead = _MergeAhead(sc, collector, len(units), per_unit=learn)
     try:
@@ -417,11 +426,20 @@ class _Round:
 class _ExtractJob:
     """Runs extraction jobs over (unit index, unit) groups; every payload carries its unit's index."""
 
-    def __init__(self, spark: SparkSession, options: ScanOptions, namespace: str, *, per_unit: bool) -> None:
+    def __init__(
+        self,
+        spark: SparkSession,
+        options: ScanOptions,
+        namespace: str,
+        *,
+        per_unit: bool,
+        text_dir: str | None = None,
+    ) -> None:
         self.spark = spark
         self.options = options
         self.namespace = namespace
         self.per_unit = per_unit
+        self.text_dir = text_dir
 
     def start(
         self,
@@ -445,7 +463,7 @@ class _ExtractJob:
         )
         # The schema travels in the broadcast, not in every task's closure.
         opts = dataclasses.replace(options, schema=None) if bc is not None else options
-        ns, per_unit = self.namespace, self.per_unit
+        ns, per_unit, text_dir = self.namespace, self.per_unit, self.text_dir
         # Progress counts statements: each task adds its statements and input bytes when it ends (Spark
         # accumulators reach the driver as tasks finish), the input bytes left give the estimate of the
         # rest. Only the first round counts (a later one extracts some units again).
@@ -457,13 +475,20 @@ class _ExtractJob:
 
         def run(part: int, items: Iterable[list[tuple[int, WorkUnit]]]) -> Iterator[tuple[str, int, Any]]:
             index = _worker_index(bc) if bc is not None else None
+            with _TaskTexts(text_dir) as sink:
+                yield from extract_group(items, index, sink if text_dir is not None else None)
+            finished_acc.add([part])  # its results are kept by now: the task ends after its last row
+
+        def extract_group(
+            items: Iterable[list[tuple[int, WorkUnit]]], index: SchemaIndex | None, sink: _TaskTexts | None
+        ) -> Iterator[tuple[str, int, Any]]:
             for group in items:
                 statements = 0
                 ids = [i for i, _ in group]
                 j = 0
                 work = [u for _, u in group]
                 for tag, payload in extract_partition(
-                    work, opts, ns, index, per_unit=per_unit, spill_groups=True
+                    work, opts, ns, index, per_unit=per_unit, spill_groups=True, text_sink=sink
                 ):
                     if tag == "header":
                         if not per_unit:
@@ -481,7 +506,6 @@ class _ExtractJob:
                         j += 1
                 done_statements.add(statements)
                 done_bytes.add(sum(_unit_bytes(u) for u in work))
-            finished_acc.add([part])  # its results are kept by now: the task ends after its last row
 
         rdd = (
             sc.parallelize(pairs, len(pairs))
@@ -507,6 +531,39 @@ class _ExtractJob:
         if ahead is not None:
             ahead.during_job = ahead.merged
         return r
+
+
+class _TaskTexts:
+    """A task's file of process-group texts (see ``extract_partition``'s ``text_sink``), named by the
+    task attempt: a task run again writes a file of its own, and its rows name that one. Opened at the
+    first text."""
+
+    def __init__(self, directory: str | None) -> None:
+        self._dir = directory
+        self._fh: Any = None
+        self._name = ""
+        self._offset = 0
+
+    def __enter__(self) -> _TaskTexts:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._fh is not None:
+            self._fh.close()
+
+    def __call__(self, data: bytes) -> tuple[str, int]:
+        if self._fh is None:
+            from pyspark import TaskContext
+
+            assert self._dir is not None
+            ctx = TaskContext.get()
+            attempt = ctx.taskAttemptId() if ctx is not None else os.getpid()
+            self._name = f"texts-{attempt}"
+            self._fh = open(os.path.join(self._dir, self._name), "xb")  # noqa: SIM115
+        at = self._offset
+        self._fh.write(data)
+        self._offset += len(data)
+        return self._name, at
 
 
 def _learning_rounds(

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -250,18 +251,35 @@ class EntityCollector:
             self._group_text = GroupText(_DATASET_TYPES | {TYPE_COLUMN}, _DATASET_TYPES)
         return self._group_text
 
+    @property
+    def task_dir(self) -> Path:
+        """Where the tasks of a local master write the groups' text lines (``extract_partition``'s
+        ``text_sink``): beside the spill, and let go with it."""
+        path = self._dir / "tasks"
+        path.mkdir(exist_ok=True)
+        return path
+
     def _spill_group(self, entry: list[Any]) -> None:
-        """Write one process group (see :func:`process_groups`): meta line, text line, its records."""
+        """Write one process group (see :func:`process_groups`): meta line, text line, its records. A text
+        line a task wrote already (``[file, offset, length, tab]``) stays where it is."""
         assert self._fhs is not None
         group, tier, sizes, split, text_line, records = entry
         meta, text, raw = self._fhs
         # Bytes from the executor (decode_unit) to the body: a body is bytes on the wire.
         data = records if isinstance(records, bytes) else records.encode("utf-8")
-        line = text_line if isinstance(text_line, bytes) else text_line.encode("utf-8")
-        # Where the line's tab is: the head and the text are read apart, without copying the text again.
-        tab = line.index(b"\t")
-        meta.write(dumps([tier, group, sizes, split, self._offset, len(data), tab, len(line)]) + "\n")
-        text.write(line)
+        where: list[Any] = []
+        if isinstance(text_line, list):
+            name, at, length, tab = text_line
+            if not isinstance(name, str) or not _TASK_FILE.fullmatch(name):
+                msg = f"not a task's text file: {name!r}"
+                raise ValueError(msg)
+            where = [name, int(at)]
+        else:
+            line = text_line if isinstance(text_line, bytes) else text_line.encode("utf-8")
+            # Where the line's tab is: the head and the text are read apart, without copying the text.
+            tab, length = line.index(b"\t"), len(line)
+            text.write(line)
+        meta.write(dumps([tier, group, sizes, split, self._offset, len(data), tab, length, *where]) + "\n")
         raw.write(data)
         self._offset += len(data)
         self._spilled += len(sizes)
@@ -287,10 +305,15 @@ class EntityCollector:
         """Every group in delivery order; with ``render``, a process group's ``data`` is its text line's head
         and text (the tab between them skipped), and where its records are."""
         yield from self._groups_of_datasets()
-        with open(self._meta_path, encoding="utf-8") as meta, open(self._text_path, "rb") as text:
+        with (
+            open(self._meta_path, encoding="utf-8") as meta,
+            open(self._text_path, "rb") as own,
+            _TaskFiles(self._dir / "tasks") as tasks,
+        ):
             for line in meta:
-                tier, group, sizes, split, offset, length, tab, text_length = loads(line)
+                tier, group, sizes, split, offset, length, tab, text_length, *where = loads(line)
                 if render:
+                    text = tasks.at(*where) if where else own  # a task's file, or the spill's own
                     head, _, body = text.read(tab), text.read(1), text.read(text_length - tab - 1)
                     yield Group(tier, group, sizes, bool(split), (head, body, offset, length))
                 else:
@@ -366,6 +389,35 @@ class EntityCollector:
                 if batch is None:
                     return
                 yield batch
+
+
+_TASK_FILE = re.compile(r"texts-[0-9]+")
+
+
+class _TaskFiles:
+    """The tasks' text files, read in the order the groups come (mostly one file after another): one open
+    at a time."""
+
+    def __init__(self, directory: Path) -> None:
+        self._dir = directory
+        self._name = ""
+        self._fh: Any = None
+
+    def __enter__(self) -> _TaskFiles:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._fh is not None:
+            self._fh.close()
+
+    def at(self, name: str, offset: int) -> Any:
+        """The file ``name``, positioned at ``offset``."""
+        if name != self._name:
+            if self._fh is not None:
+                self._fh.close()
+            self._fh, self._name = open(self._dir / name, "rb"), name  # noqa: SIM115
+        self._fh.seek(offset)
+        return self._fh
 
 
 def distinct_relations(parts: Iterable[Lineage], *, strip_spans: bool = False) -> Iterator[Lineage]:
