@@ -18,7 +18,7 @@ import pytest
 from atlas_bridge.atlas.convert import TYPE_PATH, TYPE_TABLE, batches_from_records
 from atlas_bridge.atlas.encoded import EncodedBatch, as_dict, encode_body
 from atlas_bridge.atlas.sink import dumps_batch
-from atlas_bridge.bridge.extract import decode_unit, extract_partition
+from atlas_bridge.bridge.extract import decode_unit, extract_partition, pack_unit
 from atlas_bridge.bridge.inputs import discover_inputs, plan_units
 from atlas_bridge.bridge.merge import EntityCollector
 from atlas_bridge.bridge.schema import schema_index
@@ -230,6 +230,29 @@ def test_spill_groups_made_on_the_executors_give_the_same_bodies(shared_dir: Pat
     assert counts["column_relations"] > 0
     assert (made_there, counts) == bodies(False, tmp_path / "b")
 
+    # A local master's tasks write the text lines to files (here one group in two: a unit's payload then
+    # carries both kinds); the driver reads them there.
+    collector = EntityCollector(tmp_path / "c")
+    written: list[int] = []
+
+    def sink(group: str, line: bytes) -> tuple[str, int, int, int] | None:
+        written.append(len(written))
+        if len(written) % 2 == 0:
+            return None
+        path = collector.task_dir / "texts-7"
+        with open(path, "ab") as fh:
+            at = fh.tell()
+            fh.write(line)
+        return path.name, at, len(line), line.index(b"\t")
+
+    for tag, p in extract_partition(units, options, "bench", index, spill_groups=True, text_sink=sink):
+        if tag == "unit":
+            collector.add(decode_unit(pack_unit(p)))
+    collector.finish()
+    assert len(written) > 50
+    assert [encode_body(b) for b in collector.batches(300, 400_000)] == made_there
+    assert collector.counts() == counts
+
 
 def _normalised(record: dict[str, Any]) -> dict[str, Any]:
     """A record as rendering sees it: each list of references sorted, without repeats."""
@@ -269,7 +292,6 @@ def test_a_usable_group_travels_as_its_text_alone(estates: dict[str, list[dict[s
 
 def test_a_packed_unit_decodes_as_its_text(shared_dir: Path, tmp_path: Path) -> None:
     """Units travel deflated from the executors (pack_unit): the driver reads the same records."""
-    from atlas_bridge.bridge.extract import pack_unit
 
     schema = json.loads((shared_dir / "bench" / "tpc-ds.schema.json").read_text())
     query = json.loads((shared_dir / "bench" / "tpcds_queries.jsonl").read_text().splitlines()[0])

@@ -383,6 +383,44 @@ def test_texts_the_local_tasks_write_give_the_bodies_of_texts_sent_with_the_resu
 
 
 @pytest.mark.spark
+def test_a_text_the_task_wrote_already_is_not_written_again(session: object, tmp_path: Path) -> None:
+    """The same script in three places (one job checked in many times; a query log that runs the same
+    statement again and again): a task writes each distinct text once, and the bodies are unchanged."""
+    from atlas_bridge.atlas.encoded import encode_body
+    from atlas_bridge.bridge.job import extract_entities
+    from atlas_bridge.bridge.merge import EntityCollector
+
+    script = next(p for p in sorted(WAREHOUSE.rglob("*.sql")) if "INSERT" in p.read_text(encoding="utf-8"))
+    for copy in range(3):
+        (tmp_path / "in" / f"c{copy}").mkdir(parents=True)
+        (tmp_path / "in" / f"c{copy}" / script.name).write_bytes(script.read_bytes())
+    options = _warehouse_options()
+
+    def run(directory: Path, where: Path, on_disk: bool) -> tuple[list[bytes], int]:
+        files, _ = bridge.discover_inputs([directory])
+        units = bridge.plan_units(files, options, ship_content=False)
+        collector = EntityCollector(where)
+        extract_entities(
+            session,  # type: ignore[arg-type]
+            units,
+            options,
+            collector,
+            namespace=NS,
+            partitions=1,
+            texts_on_disk=on_disk,
+        )
+        collector.finish()
+        written = sum(p.stat().st_size for p in collector.task_dir.iterdir())
+        return [encode_body(b) for b in collector.batches(1000)], written
+
+    three, written = run(tmp_path / "in", tmp_path / "three", True)
+    one, written_once = run(tmp_path / "in" / "c0", tmp_path / "one", True)
+    assert written_once > 1000
+    assert written == written_once
+    assert three == one == run(tmp_path / "in", tmp_path / "sent", False)[0]
+
+
+@pytest.mark.spark
 def test_warehouse_lineage_starts_at_the_landing_paths(session: object, atlas_stub: object) -> None:
     """paths -> staging -> mart -> view: external tables' LOCATION and LOAD DATA INPATH feed staging."""
     from atlas_bridge.naming import path_qualified_name, table_qualified_name

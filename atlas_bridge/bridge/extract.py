@@ -24,9 +24,10 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-TextSink = Callable[[bytes], tuple[str, int]]
-"""Writes a process group's text line where the driver reads it (a file of the task's, on a local master);
-returns the file's name and the line's offset in it."""
+TextSink = Callable[[str, bytes], "tuple[str, int, int, int] | None"]
+"""Writes a process group's text line where the driver reads it (a file of the task's, on a local master):
+``sink(group, line)`` gives where (file name, offset, length, the tab's index), or None to send it with
+the results."""
 
 
 def extract_unit(unit: WorkUnit, options: ScanOptions, schema: SchemaIndex | None = None) -> UnitResult:
@@ -234,9 +235,10 @@ def extract_partition(
 
     ``spill_groups``: the process tier comes as the driver's spill groups
     (:func:`atlas_bridge.bridge.bodies.process_groups`, made here in parallel), not as record lines.
-    ``text_sink`` (with ``spill_groups``): each group's text line is written there, and the unit's payload
-    names where (``[file, offset, length, tab]``) instead of carrying it: on a local master the executors
-    and the driver share a disk, and the texts are most of the bytes (40 KB a TPC-DS statement).
+    ``text_sink`` (with ``spill_groups``): a group's text line the sink takes is written there, and the
+    unit's payload names where (``[file, offset, length, tab]``) instead of carrying it: on a local master
+    the executors and the driver share a disk, and the texts are most of the bytes (40 KB a TPC-DS
+    statement).
     """
     texts = _group_text() if spill_groups else None
     cpu0 = time.process_time()
@@ -306,9 +308,15 @@ def decode_unit(payload: str | bytes) -> dict[str, Any]:
     records: dict[str, Any] = json.loads(head)
     if sep:
         texts = rest.split(_SEP_BYTES)
-        records["process_groups"] = [
-            [*meta, texts[2 * k], texts[2 * k + 1]] for k, meta in enumerate(records["process_groups"])
-        ]
+        groups, k = [], 0
+        for meta in records["process_groups"]:
+            if len(meta) == 5:  # its text line is in a task's file (a list: where), its records here
+                groups.append([*meta, texts[k]])
+                k += 1
+            else:
+                groups.append([*meta, texts[k], texts[k + 1]])
+                k += 2
+        records["process_groups"] = groups
     return records
 
 
@@ -351,18 +359,21 @@ def _unit_records(
     from atlas_bridge.bridge.bodies import process_groups
 
     groups = process_groups(lines, texts)
-    if sink is not None:  # the text lines to the sink; the records (rarely any) stay in the JSON
-        for g in groups:
-            line = g[4].encode("utf-8")
-            name, offset = sink(line)
-            g[4] = [name, offset, len(line), line.index(b"\t")]
-        records["process_groups"] = groups
-        return json.dumps(records, separators=(",", ":"), ensure_ascii=False)
-    big = [text for g in groups for text in (g[4], g[5])]
+    metas: list[list[Any]] = []
+    big: list[str] = []
+    for g in groups:
+        ref = sink(g[0], g[4].encode("utf-8")) if sink is not None else None
+        if ref is None:
+            metas.append(g[:4])
+            big.extend((g[4], g[5]))
+        else:  # its text line is in a task's file: the records (rarely any) travel, and where it is
+            g[4] = list(ref)
+            metas.append(g[:5])
+            big.append(g[5])
     if any(_SEP in text for text in big):  # never in practice: JSON escapes control characters
         records["process_groups"] = groups
         return json.dumps(records, separators=(",", ":"), ensure_ascii=False)
     # The groups' texts after the JSON, not inside it: JSON would escape every quote in them, and the
     # driver would unescape them again (they are most of the payload). See decode_unit.
-    records["process_groups"] = [g[:4] for g in groups]
+    records["process_groups"] = metas
     return json.dumps(records, separators=(",", ":"), ensure_ascii=False) + "".join(_SEP + t for t in big)

@@ -536,13 +536,16 @@ class _ExtractJob:
 class _TaskTexts:
     """A task's file of process-group texts (see ``extract_partition``'s ``text_sink``), named by the
     task attempt: a task run again writes a file of its own, and its rows name that one. Opened at the
-    first text."""
+    first text. A group the task has written already travels with the results instead, as from a
+    cluster (the driver keeps a group's first text only): scripts that repeat one job take the disk of
+    their distinct groups, a task's worth each."""
 
     def __init__(self, directory: str | None) -> None:
         self._dir = directory
         self._fh: Any = None
         self._name = ""
         self._offset = 0
+        self._groups: set[str] = set()
 
     def __enter__(self) -> _TaskTexts:
         return self
@@ -551,7 +554,10 @@ class _TaskTexts:
         if self._fh is not None:
             self._fh.close()
 
-    def __call__(self, data: bytes) -> tuple[str, int]:
+    def __call__(self, group: str, line: bytes) -> tuple[str, int, int, int] | None:
+        if group in self._groups:
+            return None
+        self._groups.add(group)
         if self._fh is None:
             from pyspark import TaskContext
 
@@ -561,9 +567,9 @@ class _TaskTexts:
             self._name = f"texts-{attempt}"
             self._fh = open(os.path.join(self._dir, self._name), "xb")  # noqa: SIM115
         at = self._offset
-        self._fh.write(data)
-        self._offset += len(data)
-        return self._name, at
+        self._fh.write(line)
+        self._offset += len(line)
+        return self._name, at, len(line), line.index(b"\t")
 
 
 def _learning_rounds(
