@@ -321,7 +321,7 @@ def extract_entities(
         pairs.append([(n + j, u) for j, u in enumerate(group)])
         n += len(group)
     # A local master's tasks write the groups' texts beside the driver's spill (same disk): the driver
-    # then neither receives, inflates nor copies them, and Spark keeps a tenth of the bytes.
+    # then neither receives, inflates nor copies them, and Spark keeps an eighth of the bytes.
     local = (sc.master or "").startswith("local") and texts_on_disk
     job = _ExtractJob(
         spark, options, namespace, per_unit=learn, text_dir=str(collector.task_dir) if local else None
