@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -66,6 +66,11 @@ class _Results:
         self.early: list[int] = []  # reads of a partition whose task had not ended
         self.read = {p: threading.Event() for p in range(r.partitions)}
         self.fail_on = fail_on
+        self.stuck: int | None = None  # a partition whose read waits until it is cancelled
+        self._unstuck = threading.Event()
+
+    def unstick(self) -> None:
+        self._unstuck.set()
 
     def toLocalIterator(self) -> Iterator[tuple[str, int, Any]]:
         for part in range(self.round.partitions):
@@ -75,6 +80,9 @@ class _Results:
             self.read[part].set()
             if part == self.fail_on:
                 raise RuntimeError("the read failed")
+            if part == self.stuck:
+                assert self._unstuck.wait(WAIT_S)
+                raise RuntimeError("the read's job was cancelled")
             yield from _rows(part)
 
 
@@ -82,6 +90,7 @@ class _Context:
     def __init__(self) -> None:
         self.cancelled: list[str] = []
         self.groups: list[str] = []
+        self.on_cancel: Callable[[], None] | None = None
 
     def setLocalProperty(self, key: str, value: str) -> None:
         pass
@@ -91,6 +100,8 @@ class _Context:
 
     def cancelJobGroup(self, group: str) -> None:
         self.cancelled.append(group)
+        if self.on_cancel is not None:
+            self.on_cancel()
 
 
 def _ahead(
@@ -130,10 +141,28 @@ def test_a_cancelled_merge_stops_at_the_next_partition(tmp_path: Path) -> None:
     ahead.start(r)  # type: ignore[arg-type]
     assert results.read[0].wait(WAIT_S)
     ahead.cancel()
-    assert sc.cancelled == sc.groups  # its reads under way are cancelled with their job group
+    assert sc.cancelled == []  # it stopped by itself: no job cancelled (Spark would log a stack trace)
     r.done.update((1, 2))
     assert results.reads == [0]
     ahead.cancel()  # again: nothing left to stop
+
+
+def test_a_read_that_does_not_end_is_cancelled_with_its_job_group(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from atlas_bridge.bridge import job
+
+    monkeypatch.setattr(job, "_STOP_GRACE_S", 0.05)  # a bound: the read below never ends by itself
+    ahead, r, results, sc = _ahead(tmp_path, 2)
+    results.stuck = 1
+    sc.on_cancel = results.unstick
+    r.done.update((0, 1))
+    ahead.start(r)  # type: ignore[arg-type]
+    assert results.read[1].wait(WAIT_S)
+    ahead.cancel()
+    assert sc.cancelled == sc.groups  # the read under way was cancelled with its job group
+    assert results.reads == [0, 1]
+    assert ahead.merged == 1
 
 
 def test_a_failed_read_is_the_callers_error(tmp_path: Path) -> None:

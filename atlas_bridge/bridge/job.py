@@ -740,12 +740,17 @@ class _MergeAhead:
             progress("merge", self.merged, total)
 
     def cancel(self, *, wait: bool = True) -> None:
-        """Stop at the next partition; with ``wait``, cancel a read under way and return once the merge has
-        stopped (the collector is the caller's again). Without: the scan is failing or interrupted, and
-        whatever stops the session's jobs (quietly, on Ctrl-C) ends a read under way."""
+        """Stop at the next partition; with ``wait``, return once the merge has stopped (the collector is
+        the caller's again): a read under way (of kept results: milliseconds) is let finish, and cancelled
+        only if it does not (Spark logs a cancelled read as an ERROR with a Java stack trace). Without: the
+        scan is failing or interrupted, and whatever stops the session's jobs (quietly, on Ctrl-C) ends a
+        read under way."""
         self._stop.set()
         thread = self._thread
         if not wait or thread is None or not thread.is_alive():
+            return
+        thread.join(_STOP_GRACE_S)
+        if not thread.is_alive():
             return
         try:
             self._sc.cancelJobGroup(self._group)
@@ -764,6 +769,7 @@ class _Cancelled(Exception):
 MERGE_POOL = "atlas-bridge-merge"
 _POLL_S = 0.05
 _CANCEL_WAIT_S = 10.0
+_STOP_GRACE_S = 5.0
 
 
 def _merge(
