@@ -384,8 +384,9 @@ def test_texts_the_local_tasks_write_give_the_bodies_of_texts_sent_with_the_resu
 
 @pytest.mark.spark
 def test_a_text_the_task_wrote_already_is_not_written_again(session: object, tmp_path: Path) -> None:
-    """The same script in three places (one job checked in many times; a query log that runs the same
-    statement again and again): a task writes each distinct text once, and the bodies are unchanged."""
+    """The same script in three places (one job checked in many times): a task writes each process's text
+    once, the first copy's (the others travel with the results, and the driver keeps the first), and
+    the bodies are those of the first copy alone."""
     from atlas_bridge.atlas.encoded import encode_body
     from atlas_bridge.bridge.job import extract_entities
     from atlas_bridge.bridge.merge import EntityCollector
