@@ -217,7 +217,8 @@ def main() -> None:
         )
         # The best runs may be minutes apart, and this machine's speed drifts by a few percent over minutes:
         # the two runs of a pair are next to each other in time, so their ratio is the one least moved by it.
-        pairs = [a["total_s"] / b["total_s"] for a, b in zip(runs["local[1]"], runs["local[2]"], strict=True)]
+        paired = list(zip(runs["local[1]"], runs["local[2]"], strict=True))
+        pairs = [a["total_s"] / b["total_s"] for a, b in paired]
         print(
             f"speed-up, end to end, of each pair of adjacent runs: {', '.join(f'{p:.2f}' for p in pairs)}; "
             f"median {statistics.median(pairs):.2f} (goal >= 1.85)"
@@ -226,8 +227,7 @@ def main() -> None:
         # over its executors' CPU per statement takes the drift out of a pair. It takes out too any slowing of
         # two workers that share the caches, so it reads a little high; the goal is on the figures above.
         steady = [
-            (a["total_s"] / a["executor_cpu_s"]) / (b["total_s"] / b["executor_cpu_s"])
-            for a, b in zip(runs["local[1]"], runs["local[2]"], strict=True)
+            (a["total_s"] / a["executor_cpu_s"]) / (b["total_s"] / b["executor_cpu_s"]) for a, b in paired
         ]
         print(
             f"  the same pairs, each run's time over its executor CPU a statement (the machine's drift out): "

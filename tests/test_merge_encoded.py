@@ -20,7 +20,7 @@ from atlas_bridge.atlas.encoded import EncodedBatch, as_dict, encode_body
 from atlas_bridge.atlas.sink import dumps_batch
 from atlas_bridge.bridge.extract import decode_unit, extract_partition, pack_unit
 from atlas_bridge.bridge.inputs import discover_inputs, plan_units
-from atlas_bridge.bridge.merge import EntityCollector
+from atlas_bridge.bridge.merge import EntityCollector, task_file_name
 from atlas_bridge.bridge.schema import schema_index
 from atlas_bridge.bridge.types import ScanOptions
 
@@ -239,7 +239,7 @@ def test_spill_groups_made_on_the_executors_give_the_same_bodies(shared_dir: Pat
         written.append(len(written))
         if len(written) % 2 == 0:
             return None
-        path = collector.task_dir / "texts-7"
+        path = collector.task_dir / task_file_name(7)
         with open(path, "ab") as fh:
             at = fh.tell()
             fh.write(line)

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from atlas_bridge.bridge.extract import decode_unit, extract_partition, pack_unit
 from atlas_bridge.bridge.inputs import partition_units
-from atlas_bridge.bridge.merge import EntityCollector
+from atlas_bridge.bridge.merge import EntityCollector, task_file_name
 from atlas_bridge.bridge.schema import UnitSchema, schema_index
 from atlas_bridge.bridge.types import Progress, ScanOptions, WorkUnit
 from atlas_bridge.errors import ConfigError
@@ -39,7 +39,7 @@ def spark_session(master: str | None = None, *, app_name: str = "atlas-bridge-sc
         raise ConfigError(msg) from e
 
     master = master or "local[*]"
-    if master.startswith("local"):
+    if local_master(master):
         # A venv's console script may not have its python first on PATH; workers must import atlas_bridge.
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     builder = SparkSession.builder.master(master).appName(app_name)
@@ -58,6 +58,11 @@ def spark_session(master: str | None = None, *, app_name: str = "atlas-bridge-sc
     return session
 
 
+def local_master(master: str | None) -> bool:
+    """Whether the executors run on the driver's machine, and so see its files (inputs, the spill)."""
+    return (master or "local").startswith("local")
+
+
 def _spark_configured() -> bool:
     """Whether Spark has a configuration of its own (then the site's settings rule, not ours)."""
     if os.environ.get("SPARK_CONF_DIR"):
@@ -73,7 +78,7 @@ def driver_java_options(master: str, level: str, *, configured: bool) -> str:
     if configured:
         return ""
     options: list[str] = []
-    if master.startswith("local"):
+    if local_master(master):
         # Local mode: the executors live in this JVM, and the Python workers need every core. The JVM
         # only moves bytes; its C2 compiler threads cost about 3 CPU seconds per 10,000 statements
         # scanned (benchmarks/scan.py), taken from the workers, for code that is not hot enough to pay.
@@ -322,7 +327,7 @@ def extract_entities(
         n += len(group)
     # A local master's tasks write the groups' texts beside the driver's spill (same disk): the driver
     # then neither receives, inflates nor copies them, and Spark keeps an eighth of the bytes.
-    local = (sc.master or "").startswith("local") and texts_on_disk
+    local = local_master(sc.master) and texts_on_disk
     job = _ExtractJob(
         spark, options, namespace, per_unit=learn, text_dir=str(collector.task_dir) if local else None
     )
@@ -564,7 +569,7 @@ class _TaskTexts:
             assert self._dir is not None
             ctx = TaskContext.get()
             attempt = ctx.taskAttemptId() if ctx is not None else os.getpid()
-            self._name = f"texts-{attempt}"
+            self._name = task_file_name(attempt)
             self._fh = open(os.path.join(self._dir, self._name), "xb")  # noqa: SIM115
         at = self._offset
         self._fh.write(line)

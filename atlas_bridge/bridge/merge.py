@@ -57,6 +57,7 @@ class EntityCollector:
         self._meta_path = self._dir / "meta.jsonl"
         self._text_path = self._dir / "texts"
         self._records_path = self._dir / "records.jsonl"
+        self._tasks_path = self._dir / "tasks"  # the tasks' text files (local masters), see task_dir
         self._fhs: list[Any] | None = [
             open(self._meta_path, "w", encoding="utf-8"),  # noqa: SIM115
             open(self._text_path, "wb"),  # noqa: SIM115
@@ -255,9 +256,8 @@ class EntityCollector:
     def task_dir(self) -> Path:
         """Where the tasks of a local master write the groups' text lines (``extract_partition``'s
         ``text_sink``): beside the spill, and let go with it."""
-        path = self._dir / "tasks"
-        path.mkdir(exist_ok=True)
-        return path
+        self._tasks_path.mkdir(exist_ok=True)
+        return self._tasks_path
 
     def _spill_group(self, entry: list[Any]) -> None:
         """Write one process group (see :func:`process_groups`): meta line, text line, its records. A text
@@ -270,7 +270,7 @@ class EntityCollector:
         where: list[Any] = []
         if isinstance(text_line, list):
             name, at, length, tab = text_line
-            if not isinstance(name, str) or not _TASK_FILE.fullmatch(name):
+            if not isinstance(name, str) or not _TASK_FILE_NAME.fullmatch(name):
                 msg = f"not a task's text file: {name!r}"
                 raise ValueError(msg)
             where = [name, int(at)]
@@ -308,7 +308,7 @@ class EntityCollector:
         with (
             open(self._meta_path, encoding="utf-8") as meta,
             open(self._text_path, "rb") as own,
-            _TaskFiles(self._dir / "tasks") as tasks,
+            _TaskFiles(self._tasks_path) as tasks,
         ):
             for line in meta:
                 tier, group, sizes, split, offset, length, tab, text_length, *where = loads(line)
@@ -391,7 +391,12 @@ class EntityCollector:
                 yield batch
 
 
-_TASK_FILE = re.compile(r"texts-[0-9]+")
+def task_file_name(attempt: int) -> str:
+    """The name of the file a task attempt writes its text lines to, in :attr:`EntityCollector.task_dir`."""
+    return f"texts-{attempt}"
+
+
+_TASK_FILE_NAME = re.compile(r"texts-[0-9]+")  # what task_file_name makes: a name, never a path
 
 
 class _TaskFiles:

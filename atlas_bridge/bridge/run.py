@@ -20,6 +20,7 @@ from atlas_bridge.bridge.job import (
     SchemaStats,
     extract_entities,
     learn_schema_job,
+    local_master,
     running_session,
     spark_session,
 )
@@ -106,7 +107,7 @@ def scan(
                 master,
             )
         try:
-            remote = not (session.sparkContext.master or "local").startswith("local")
+            remote = not local_master(session.sparkContext.master)
             units = plan_units(files, options, ship_content=remote)
             learned: list[LearnedTable] = []
             schema_stats = SchemaStats()
