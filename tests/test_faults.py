@@ -308,6 +308,53 @@ def test_a_password_with_a_slash_in_the_address_is_taken_as_a_password(
     assert settings.password.get_secret_value() == CANARY
 
 
+@pytest.mark.parametrize("source", ["--atlas", "environment", "properties file"])
+@pytest.mark.parametrize("delimiter", ["/", "?", "#"])
+def test_an_ambiguous_address_is_refused_before_anything_is_sent(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, source: str, delimiter: str
+) -> None:
+    """``http://admin:Cnry7@<A><delimiter>w0rd-Q@<B>``: password ``Cnry7`` for host A, or
+    ``Cnry7@<A><delimiter>w0rd-Q`` for host B? It was split at the first '@' ('/') and A was sent the
+    credentials, or silently at the last ('?', '#'). Now a usage error naming no part of it, and neither
+    host is asked anything."""
+    folder = tmp_path / "b"
+    FileSink(folder).emit({"entities": [_table("db.t@p")], "referredEntities": {}})
+    _fast_env(monkeypatch, "", retries="0")
+    with FaultServer() as first, FaultServer() as second:
+        address = f"http://admin:Cnry7@127.0.0.1:{first.port}{delimiter}w0rd-Q@127.0.0.1:{second.port}"
+        args = ["push", str(folder)]
+        if source == "--atlas":
+            args += ["--atlas", address]
+        elif source == "environment":
+            monkeypatch.setenv("ATLAS_BRIDGE_REST_ADDRESS", address)
+        else:
+            monkeypatch.delenv("ATLAS_BRIDGE_REST_ADDRESS")
+            props = tmp_path / "atlas-application.properties"
+            props.write_text(f"atlas.rest.address={address}\n", encoding="utf-8")
+            args += ["--config", str(props)]
+        result = CliRunner().invoke(cli, args)
+        assert first.log == []
+        assert second.log == []
+    assert result.exit_code == 2, result.output
+    assert "Atlas address #1 holds '@' and then '/', '?' or '#' before another '@'" in result.output
+    assert "Traceback" not in result.output
+    for part in ("Cnry7", "w0rd-Q", "admin", str(first.port), str(second.port)):
+        assert part not in result.output
+    with pytest.raises(ConfigError) as info:  # the client alone refuses it too
+        AtlasClient(address)
+    assert "Cnry7" not in str(info.value)
+    assert "w0rd-Q" not in str(info.value)
+
+
+def test_credentials_in_a_kafka_bootstrap_server_are_refused_unprinted() -> None:
+    """Kafka takes none there, and the servers are printed in every Kafka error."""
+    with pytest.raises(ConfigError) as info:
+        Settings.load(kafka_bootstrap_servers=f"127.0.0.1:1,admin:{CANARY}@127.0.0.1:{_closed_port()}")
+    assert "Kafka bootstrap server #2 holds '@'" in str(info.value)
+    assert _leaks(str(info.value)) == []
+    assert "admin" not in str(info.value)
+
+
 def test_a_malformed_setting_never_echoes_its_value() -> None:
     with pytest.raises(ConfigError) as info:
         Settings.load(rest_address={"a": f"http://admin:{CANARY}@h:1"})

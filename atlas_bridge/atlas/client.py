@@ -45,6 +45,7 @@ from urllib3.util.retry import Retry
 
 from atlas_bridge import __version__
 from atlas_bridge.atlas.encoded import encode_body, entity_count
+from atlas_bridge.config import split_userinfo
 from atlas_bridge.errors import (
     AtlasAuthError,
     AtlasConflictError,
@@ -245,22 +246,24 @@ class _Retryable(Exception):
 
 def _split_credentials(url: str) -> tuple[str, str | None, str | None]:
     """``https://u:p@h/x`` -> (``https://h/x``, u, p): credentials never stay in a URL we log or raise."""
-    shown = _redact_userinfo(url)
     try:
-        parts = urlsplit(url.strip())
-        hostname, port = parts.hostname, parts.port  # .port raises ValueError on a bad port
+        url, user, password = split_userinfo(url.strip())
     except ValueError as e:
-        # urllib's own message may quote the part it choked on (a password with '/' reads as the port).
-        msg = f"Atlas address is not a valid URL: {shown!r} (check the host, the port and brackets of IPv6)"
-        raise ConfigError(msg) from None if "@" in url else e
+        msg = f"Atlas address {e}"
+        raise ConfigError(msg) from None
+    try:
+        parts = urlsplit(url)
+        hostname, port = parts.hostname, parts.port  # .port raises ValueError on a bad port
+    except ValueError:
+        # Said in our words: the credentials are out of ``url`` already, but not of urllib's exception.
+        msg = f"Atlas address is not a valid URL: {url!r} (check the host, the port and brackets of IPv6)"
+        raise ConfigError(msg) from None
     if not parts.scheme or not hostname:
-        msg = f"Atlas address must be an http(s) URL, got {shown!r}"
+        msg = f"Atlas address must be an http(s) URL, got {url!r}"
         raise ConfigError(msg)
     if parts.scheme not in ("http", "https"):
         msg = f"Atlas address must use http or https, got {parts.scheme!r}"
         raise ConfigError(msg)
-    user = parts.username
-    password = parts.password
     netloc = hostname if ":" not in hostname else f"[{hostname}]"
     if port is not None:
         netloc += f":{port}"
