@@ -7,8 +7,11 @@ kept and replayable), nothing hung (every wait is bounded), nothing leaked (no s
 from __future__ import annotations
 
 import base64
+import contextlib
+import html
 import json
 import logging
+import re
 import shutil
 import socket
 import ssl
@@ -16,9 +19,10 @@ import subprocess
 from collections import Counter
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote, unquote_plus
 
 import pytest
-from atlas_stub.http import Fault, FaultServer
+from atlas_stub.http import ECHOES, Fault, FaultServer
 from click.testing import CliRunner
 
 from atlas_bridge.atlas.client import AtlasClient, RetryPolicy, scrub
@@ -26,7 +30,7 @@ from atlas_bridge.atlas.sink import AtlasSink, FileSink
 from atlas_bridge.atlas.typedefs import register_typedefs
 from atlas_bridge.cli import cli
 from atlas_bridge.config import Settings
-from atlas_bridge.errors import AtlasAuthError, AtlasUnavailableError, ConfigError
+from atlas_bridge.errors import AtlasAuthError, AtlasError, AtlasUnavailableError, ConfigError
 
 WAREHOUSE = Path(__file__).resolve().parent.parent / "examples" / "warehouse"
 NS = "faults"
@@ -261,6 +265,78 @@ def test_an_echoed_authorization_header_never_reaches_any_output(
         result.output + caplog.text + "".join(p.read_text() for p in folder.rglob("*") if p.is_file())
     )
     assert _leaks(everything) == []
+
+
+ECHO_USER = "admin"
+ECHO_PASSWORD = 'Cnry 7f3/Pw+x?"<'
+"""Each of ' ', '/', '+', '?', '"' and '<' reads differently in one of the encodings of :data:`ECHOES`."""
+
+
+def _decodings(text: str) -> list[str]:
+    """The text as it reads once each encoding a server may apply is undone (the leak check's view)."""
+    json_text = re.sub(r"\\u([0-9a-fA-F]{4})", lambda m: chr(int(m.group(1), 16)), text)
+    out = [text, unquote(text), unquote_plus(text), html.unescape(text)]
+    out.append(json_text.replace("\\/", "/").replace('\\"', '"'))
+    for token in re.findall(r"[A-Za-z0-9+/_-]{8,}", text):
+        for decode in (base64.b64decode, base64.urlsafe_b64decode):
+            with contextlib.suppress(ValueError):
+                out.append(decode(token + "=" * (-len(token) % 4)).decode("utf-8", "replace"))
+    for token in re.findall(r"[0-9a-fA-F]{8,}", text):
+        out.append(bytes.fromhex(token[: len(token) // 2 * 2]).decode("utf-8", "replace"))
+    return out
+
+
+def _echo_leaks(text: str) -> list[str]:
+    """Pieces of ECHO_PASSWORD that show in the text, however encoded."""
+    decoded = _decodings(text)
+    return [piece for piece in ("Cnry", "7f3/Pw", "Pw+x") if any(piece in d for d in decoded)]
+
+
+def test_the_leak_check_sees_every_echo() -> None:
+    for name, echo in ECHOES.items():
+        assert _echo_leaks(echo(ECHO_USER, ECHO_PASSWORD)), name
+
+
+@pytest.mark.parametrize("echo", sorted(ECHOES))
+def test_credentials_a_server_echoes_in_any_encoding_reach_no_output(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, echo: str
+) -> None:
+    """A proxy or Atlas quoting our credentials back, percent-, form-, base64-, hex-, JSON- or HTML-encoded:
+    none of it in the command's output, the logs, the exception, nor any file written."""
+    caplog.set_level(logging.DEBUG)
+    folder = tmp_path / "batches"
+    FileSink(folder).emit({"entities": [_table("db.t@p")], "referredEntities": {}})
+    with FaultServer() as srv:
+        srv.add(Fault("echo_auth", echo=echo, times=None))
+        _fast_env(monkeypatch, srv.url, retries="0", username=ECHO_USER, password=ECHO_PASSWORD)
+        result = CliRunner().invoke(cli, ["push", str(folder)])
+        client = _fast(srv.url, username=ECHO_USER, password=ECHO_PASSWORD, retries=0)
+        with pytest.raises(AtlasUnavailableError) as info:
+            client.get_typedef_headers()
+        sink = AtlasSink(client, spool_dir=tmp_path / "spool")
+        sink.emit({"entities": [_table("db.t@p")], "referredEntities": {}})
+        assert srv.log
+        assert {outcome for _, _, outcome in srv.log} == {"echo_auth"}
+    assert result.exit_code == 1, result.output
+    assert "Atlas answered" in result.output  # the server's answer is still told, without the secrets
+    error = info.value
+    files = "".join(p.read_text(errors="replace") for p in tmp_path.rglob("*") if p.is_file())
+    everything = [result.output, caplog.text, str(error), repr(error), error.body or "", files]
+    assert _echo_leaks("\n".join(everything)) == []
+
+
+def test_a_redirect_to_a_url_holding_the_credentials_is_told_without_them(tmp_path: Path) -> None:
+    with FaultServer() as srv:
+        target = (
+            f"http://127.0.0.1:{_closed_port()}/sso/{ECHOES['percent_lower'](ECHO_USER, ECHO_PASSWORD)}/x"
+        )
+        srv.add(Fault("status", status=302, headers={"Location": target}, times=None))
+        client = _fast(srv.url, username=ECHO_USER, password=ECHO_PASSWORD, retries=0)
+        with pytest.raises(AtlasError) as info:
+            client.get_typedef_headers()
+    assert "redirected GET" in str(info.value)
+    assert "/sso/" in str(info.value)
+    assert _echo_leaks(str(info.value)) == []
 
 
 def test_scrub_takes_credentials_out_of_text_from_elsewhere() -> None:

@@ -22,6 +22,8 @@ from __future__ import annotations
 import base64
 import contextlib
 import email.utils
+import functools
+import html
 import json
 import logging
 import re
@@ -285,20 +287,57 @@ def scrub(text: str, username: str | None = None, secret: str | None = None) -> 
     """Remove credentials from text that came from elsewhere (a server's error page, a proxy's echo).
 
     Our own messages never hold a secret; this is for what Atlas or a proxy sends back. Auth header values
-    of every scheme and URL userinfo go, and the password in any form we can recognise (plain, URL-quoted,
-    inside base64 ``user:password``) but only as a whole token: blanking every occurrence of a short
-    password inside other words would reveal it.
+    of every scheme and URL userinfo go, and the password (alone, or as ``user:password``) in every form a
+    server may echo it in (:func:`_secret_pattern`). A password shorter than 8 characters only goes as a
+    whole token: blanking every occurrence of a short password inside other words would reveal it.
     """
     text = _AUTH_HEADER.sub(r"\1\2***", text)
     text = _AUTH_VALUE.sub(r"\1 ***", text)
     text = _USERINFO.sub("***@", text)
     if secret:
-        forms = {secret, quote(secret, safe=""), quote(secret)}
-        if username is not None:
-            forms.add(base64.b64encode(f"{username}:{secret}".encode()).decode("ascii"))
-        for form in sorted(forms, key=len, reverse=True):
-            text = re.sub(r"(?<![A-Za-z0-9])" + re.escape(form) + r"(?![A-Za-z0-9])", "***", text)
+        text = _secret_pattern(username, secret).sub("***", text)
     return text
+
+
+def _hex(value: int, digits: int) -> str:
+    """``value`` in hex as a regex matching either case."""
+    return "".join(f"[{h}{h.upper()}]" if h.isalpha() else h for h in f"{value:0{digits}x}")
+
+
+def _char_forms(char: str) -> str:
+    """A regex for one character as a server may echo it: itself, percent-encoded (either case; '+' for a
+    space, as form encoding writes it), JSON-escaped (once or more), or an HTML entity."""
+    forms = [re.escape(char), "".join("%" + _hex(b, 2) for b in char.encode("utf-8"))]
+    if char == " ":
+        forms.append(r"\+")
+    # JSON escapes, as many backslashes deep as JSON quoted in JSON makes them.
+    if ord(char) <= 0xFFFF:
+        forms.append(r"\\+u" + _hex(ord(char), 4))
+    if char in '"\\/':
+        forms.append(r"\\+" + re.escape(char))
+    if html.escape(char) != char:
+        forms.append(re.escape(html.escape(char)))
+    forms += [f"&#0*{ord(char)};", f"&#[xX]0*{_hex(ord(char), 1)};"]
+    return "(?:" + "|".join(forms) + ")"
+
+
+@functools.lru_cache(maxsize=8)
+def _secret_pattern(username: str | None, secret: str) -> re.Pattern[str]:
+    """The password, and ``user:password``, in every encoding a server may echo: as text (see
+    :func:`_char_forms`, which covers URL and form encoding in either case), base64 (standard or URL-safe,
+    padded or not) and hex (either case)."""
+    raws = [f"{username}:{secret}", secret] if username is not None else [secret]
+    forms: list[str] = []
+    for raw in raws:
+        data = raw.encode("utf-8")
+        forms.append("".join(_char_forms(c) for c in raw))
+        for encoded in (base64.b64encode(data), base64.urlsafe_b64encode(data)):
+            forms.append(re.escape(encoded.decode("ascii").rstrip("=")) + "={0,2}")
+        forms.append("".join(_hex(b, 2) for b in data))
+    pattern = "|".join(forms)
+    if len(secret) < 8:
+        pattern = r"(?<![A-Za-z0-9])(?:" + pattern + r")(?![A-Za-z0-9])"
+    return re.compile(pattern)
 
 
 class AtlasClient:
@@ -738,7 +777,7 @@ class AtlasClient:
 
     def _redirect(self, method: str, path: str, url: str, response: requests.Response) -> AtlasError:
         target = urljoin(url, response.headers["Location"])
-        clean_target = _redact_userinfo(target.split("?", 1)[0])
+        clean_target = self._scrub(_redact_userinfo(target.split("?", 1)[0]))
         for i, peer in enumerate(self.base_urls):
             if target.startswith(peer + "/") and peer != url[: len(peer)]:
                 return _PeerRedirect(i, clean_target, status_code=response.status_code, url=url)
