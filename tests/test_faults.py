@@ -11,11 +11,13 @@ import contextlib
 import html
 import json
 import logging
+import os
 import re
 import shutil
 import socket
 import ssl
 import subprocess
+import sys
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -239,6 +241,38 @@ def test_tls_settings_win_over_requests_ca_bundle(
         strict = Settings(rest_address=[srv.url], retries=0)
         with pytest.raises(AtlasUnavailableError, match="CERTIFICATE_VERIFY_FAILED"):
             AtlasClient.from_settings(strict).get_typedef_headers()
+
+
+def test_without_tls_verification_the_warning_is_said_once(
+    self_signed: tuple[Path, Path], tmp_path: Path
+) -> None:
+    """urllib3 warned on every request (InsecureRequestWarning): a push of 30 batches printed 30+."""
+    cert, key = self_signed
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ctx.load_cert_chain(cert, key)
+    folder = tmp_path / "batches"
+    sink = FileSink(folder)
+    for i in range(30):
+        sink.emit({"entities": [_table(f"db.t{i}@p")], "referredEntities": {}})
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("ATLAS_BRIDGE_", "PYTHONWARNINGS"))}
+    with FaultServer(tls=ctx) as srv:
+        env.update(ATLAS_BRIDGE_REST_ADDRESS=srv.url, ATLAS_BRIDGE_VERIFY_TLS="false")
+        done = subprocess.run(
+            [sys.executable, "-m", "atlas_bridge", "push", str(folder)],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=120,
+            check=False,
+        )
+        requests_made = len(srv.log)
+    assert done.returncode == 0, done.stderr
+    assert requests_made > 30
+    assert done.stderr.count("InsecureRequestWarning") == 0
+    said = [line for line in done.stderr.splitlines() if "not verified" in line]
+    assert len(said) == 1, done.stderr
+    assert f"Atlas at {srv.url}" in said[0]
+    assert "verify_tls" in said[0]
 
 
 # -- secrets ----------------------------------------------------------------------------------------

@@ -30,6 +30,7 @@ import re
 import socket
 import threading
 import time
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -43,6 +44,7 @@ from pydantic import SecretStr
 from requests.adapters import HTTPAdapter
 from urllib3.connection import HTTPConnection, HTTPSConnection
 from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
+from urllib3.exceptions import InsecureRequestWarning
 from urllib3.util.retry import Retry
 
 from atlas_bridge import __version__
@@ -340,6 +342,29 @@ def _secret_pattern(username: str | None, secret: str) -> re.Pattern[str]:
     return re.compile(pattern)
 
 
+_unverified_said: set[str] = set()
+_unverified_lock = threading.Lock()
+
+
+def _say_once_unverified(base_url: str) -> None:
+    """One warning per address and process that its certificate goes unchecked, instead of urllib3's
+    ``InsecureRequestWarning`` on every request (hundreds in a scan); urllib3's is silenced for that host
+    only, so other code in the process (a Spark job's own requests) still gets its own."""
+    if not base_url.startswith("https://"):
+        return
+    host = urlsplit(base_url).hostname or ""
+    warnings.filterwarnings(
+        "ignore",
+        message=re.escape(f"Unverified HTTPS request is being made to host '{host}'"),
+        category=InsecureRequestWarning,
+    )
+    with _unverified_lock:
+        if base_url in _unverified_said:
+            return
+        _unverified_said.add(base_url)
+    logger.warning("Atlas at %s: its TLS certificate is not verified (verify_tls is false)", base_url)
+
+
 class AtlasClient:
     """Atlas REST v2 on one ``requests.Session``: timeouts, retries, failover, typed errors.
 
@@ -412,6 +437,9 @@ class AtlasClient:
         self.verify: bool | str = (
             self.session.verify if isinstance(self.session.verify, (bool, str)) else True
         )
+        if self.verify is False:
+            for url in self.base_urls:
+                _say_once_unverified(url)
         self.session.headers["User-Agent"] = USER_AGENT
         self.session.headers["Accept"] = "application/json"
         adapter = _DeadlineAdapter(self.timeout, make_retry(self.policy))
