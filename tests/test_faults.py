@@ -595,6 +595,26 @@ def test_resume_state_is_checked_against_atlas(
 
 
 @pytest.mark.spark
+def test_credentials_echoed_to_a_scan_reach_neither_its_output_nor_its_files(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Atlas refuses batch after batch (400), each time echoing the credentials another way: nothing of
+    them in the output, the logs, summary.json, the unsent batches or any other file of the scan."""
+    caplog.set_level(logging.DEBUG)
+    with FaultServer() as srv:
+        for echo in sorted(ECHOES):
+            srv.add(Fault("echo_auth", status=400, echo=echo, method="POST", path_contains="/entity/bulk"))
+        _fast_env(monkeypatch, srv.url, retries="0", username=ECHO_USER, password=ECHO_PASSWORD)
+        result = _scan(tmp_path, "--batch-size", "5")
+        assert srv.faults == []  # every echo was answered to some batch
+    assert result.exit_code == 1, result.output
+    summary = (tmp_path / "summary.json").read_text(encoding="utf-8")
+    assert summary.count("HTTP 400") >= len(ECHOES)
+    files = "".join(p.read_text(errors="replace") for p in tmp_path.rglob("*") if p.is_file())
+    assert _echo_leaks(result.output + caplog.text + files) == []
+
+
+@pytest.mark.spark
 def test_random_faults_over_a_whole_scan_and_a_whole_push(
     clean_run: tuple[Path, Counter[tuple[str, str]]],
     tmp_path: Path,

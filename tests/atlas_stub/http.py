@@ -222,8 +222,10 @@ class _Handler(BaseHTTPRequestHandler):
                 .partition(":")
             )
             echoed = ECHOES[fault.echo](user, password)
-            page = json.dumps({"errorCode": "ATLAS-502-00-001", "errorMessage": f"proxy refused {echoed}"})
-            self._send(502, {"Content-Type": "application/json"}, f"{page}\n{echoed}\n".encode())
+            page = json.dumps(
+                {"errorCode": f"ATLAS-{fault.status}-00-001", "errorMessage": f"proxy refused {echoed}"}
+            )
+            self._send(fault.status, {"Content-Type": "application/json"}, f"{page}\n{echoed}\n".encode())
             return
         if fault is not None and fault.kind == "echo_auth":
             page = f"Proxy error 502 for {self.command} {self.path}. Request headers: "
