@@ -18,6 +18,7 @@ import socket
 import ssl
 import subprocess
 import sys
+import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -357,6 +358,42 @@ def test_credentials_a_server_echoes_in_any_encoding_reach_no_output(
     files = "".join(p.read_text(errors="replace") for p in tmp_path.rglob("*") if p.is_file())
     everything = [result.output, caplog.text, str(error), repr(error), error.body or "", files]
     assert _echo_leaks("\n".join(everything)) == []
+
+
+def _body_excerpt(body: str, password: str) -> AtlasError:
+    """The error a client gets for a 400 with this body (its ``body`` is the scrubbed excerpt)."""
+    with FaultServer() as srv:
+        srv.add(Fault("status", status=400, body=body, times=None))
+        client = _fast(srv.url, username=ECHO_USER, password=password, retries=0)
+        with pytest.raises(AtlasError) as info:
+            client.get_typedef_headers()
+    return info.value
+
+
+def test_a_long_body_costs_no_more_to_scrub_than_its_start() -> None:
+    """Scrubbing every form takes up to a second a megabyte: a 9 MB error page is scrubbed only as far as
+    the excerpt needs."""
+    echo = ECHOES["form_lower"](ECHO_USER, ECHO_PASSWORD)
+    body = echo + " " + "<p>Proxy Error: the server could not handle the request</p>\n" * 150_000
+    started = time.process_time()
+    error = _body_excerpt(body, ECHO_PASSWORD)
+    assert time.process_time() - started < 1.0  # 0.1 s; 3 s when the whole body was scrubbed
+    assert error.body is not None
+    assert "Proxy Error" in error.body
+    assert _echo_leaks(str(error) + error.body) == []
+
+
+def test_no_piece_of_a_secret_cut_by_the_scrubbed_window_shows() -> None:
+    """A body of nothing but (long) echoes: scrubbing shrinks the window below the excerpt, and the echo
+    the window cut in two would come next, unscrubbed."""
+    password = "Cnry-" + "7f3/Pw+x" * 5
+    echo = "".join("\\" * 8 + f"u{ord(c):04x}" for c in f"{ECHO_USER}:{password}")  # JSON in JSON in...
+    error = _body_excerpt(echo * 200, password)
+    assert error.body is not None
+    assert error.body.startswith("***")
+    unescaped = re.sub(r"\\+u([0-9a-f]{4})", lambda m: chr(int(m.group(1), 16)), str(error) + error.body)
+    assert "Cnry" not in unescaped
+    assert "admin:" not in unescaped
 
 
 def test_a_redirect_to_a_url_holding_the_credentials_is_told_without_them(tmp_path: Path) -> None:

@@ -69,6 +69,7 @@ USER_AGENT = f"atlas-bridge/{__version__} python-requests/{requests.__version__}
 
 RETRY_STATUSES = (429, 500, 502, 503, 504)
 _BODY_EXCERPT = 500
+_SCRUB_WINDOW = 64 * 1024
 
 
 def _api_path(constant: str) -> str:
@@ -312,15 +313,25 @@ def _char_forms(char: str) -> str:
     forms = [re.escape(char), "".join("%" + _hex(b, 2) for b in char.encode("utf-8"))]
     if char == " ":
         forms.append(r"\+")
-    # JSON escapes, as many backslashes deep as JSON quoted in JSON makes them.
+    # JSON escapes, as many backslashes deep as JSON quoted in JSON (in JSON...) makes them.
     if ord(char) <= 0xFFFF:
-        forms.append(r"\\+u" + _hex(ord(char), 4))
+        forms.append(r"\\{1,8}u" + _hex(ord(char), 4))
     if char in '"\\/':
-        forms.append(r"\\+" + re.escape(char))
+        forms.append(r"\\{1,8}" + re.escape(char))
     if html.escape(char) != char:
         forms.append(re.escape(html.escape(char)))
-    forms += [f"&#0*{ord(char)};", f"&#[xX]0*{_hex(ord(char), 1)};"]
+    forms += [f"&#0{{0,4}}{ord(char)};", f"&#[xX]0{{0,4}}{_hex(ord(char), 1)};"]
     return "(?:" + "|".join(forms) + ")"
+
+
+_LONGEST_CHAR_FORM = 16
+"""No form of one character in :func:`_char_forms` is longer (``&#x0000`` + 6 digits + ``;``), nor its
+base64 or hex."""
+
+
+def _longest_form(username: str | None, secret: str | None) -> int:
+    """The most characters one echo of the credentials can take (see :func:`_secret_pattern`)."""
+    return _LONGEST_CHAR_FORM * (len(username or "") + 1 + len(secret or ""))
 
 
 @functools.lru_cache(maxsize=8)
@@ -820,7 +831,12 @@ class AtlasClient:
         return self._scrub(str(exc))[:300]
 
     def _excerpt(self, text: str) -> str:
-        return self._scrub(text)[:_BODY_EXCERPT]
+        """The scrubbed start of a text from elsewhere. Of a long body only a window is scrubbed (scrubbing
+        takes about a second a megabyte), less its last characters: they may hold a secret it cut in two."""
+        if len(text) <= _SCRUB_WINDOW:
+            return self._scrub(text)[:_BODY_EXCERPT]
+        clean = self._scrub(text[:_SCRUB_WINDOW])
+        return clean[: max(0, len(clean) - _longest_form(self.username, self._secret))][:_BODY_EXCERPT]
 
     def _scrub(self, text: str) -> str:
         return scrub(text, self.username, self._secret)
