@@ -91,6 +91,38 @@ _ENDPOINT_CHECK_KEY = "atlas.kafka.ssl.endpoint.identification.algorithm"
 _NAMESPACE_KEYS = ("atlas.metadata.namespace", "atlas.cluster.name")
 
 
+AMBIGUOUS_ADDRESS = (
+    "holds '@' and then '/', '?' or '#' before another '@', so where its password ends and its host begins"
+    " cannot be told (credentials could go to the wrong host); percent-encode them in the address"
+    " ('@' as %40, '/' as %2F, '?' as %3F, '#' as %23) or give the password apart (ATLAS_BRIDGE_PASSWORD,"
+    " atlas.client.password, or --user and a prompt)"
+)
+"""The reason an address is refused; it quotes no part of the address (a password may be any of it)."""
+
+
+def split_userinfo(address: str) -> tuple[str, str | None, str | None]:
+    """``scheme://user:password@host...`` -> (the address without them, user, password), unquoted.
+
+    The userinfo ends at the last ``@``: a password may hold ``/``, ``?``, ``#`` or ``@`` unquoted. But an
+    ``@`` then one of ``/?#`` then another ``@`` reads two ways (``http://u:P@ss/w0rd@host``: password
+    ``P`` for host ``ss``, or ``P@ss/w0rd`` for ``host``): a ValueError saying so, with no part of it.
+
+    >>> split_userinfo("http://admin:p%40ss@atlas:21000/gw")
+    ('http://atlas:21000/gw', 'admin', 'p@ss')
+    >>> split_userinfo("https://atlas:21000")
+    ('https://atlas:21000', None, None)
+    """
+    scheme, sep, rest = address.partition("://") if "://" in address else ("", "", address)
+    first, last = rest.find("@"), rest.rfind("@")
+    if first < 0:
+        return address, None, None
+    if any(c in rest[first:last] for c in "/?#"):
+        raise ValueError(AMBIGUOUS_ADDRESS)
+    userinfo, _, host = rest.rpartition("@")
+    user, colon, password = userinfo.partition(":")
+    return scheme + sep + host, unquote(user) or None, unquote(password) if colon else None
+
+
 def find_properties_file(explicit: str | os.PathLike[str] | None = None) -> Path | None:
     """The file to read: ``explicit`` if given (it must exist), else ``$ATLAS_CONF``'s, else None."""
     if explicit is not None:
@@ -285,7 +317,16 @@ class Settings(BaseSettings):
             text = value.strip()
             value = json.loads(text) if text.startswith("[") else text.split(",")
         if isinstance(value, (list, tuple)):
-            return [str(v).strip() for v in value if str(v).strip()]
+            servers = [str(v).strip() for v in value if str(v).strip()]
+            for i, server in enumerate(servers, 1):
+                if "@" in server:
+                    # Kafka takes no credentials in an address; this one would be printed in errors.
+                    msg = (
+                        f"Kafka bootstrap server #{i} holds '@': give host:port only, and the credentials in"
+                        " atlas.kafka.sasl.jaas.config or ATLAS_BRIDGE_KAFKA_SASL_USERNAME / _PASSWORD"
+                    )
+                    raise ValueError(msg)
+            return servers
         return value
 
     @field_validator("kafka_security_protocol")
@@ -321,23 +362,17 @@ class Settings(BaseSettings):
     def _credentials_out_of_addresses(self) -> Settings:
         """``http://user:pw@host`` -> basic auth fields, so the password never shows in an address."""
         cleaned: list[str] = []
-        for address in self.rest_address:
-            scheme, sep, rest = address.partition("://") if "://" in address else ("", "", address)
-            authority, slash, path = rest.partition("/")
-            if "@" in rest and "@" not in authority:
-                # An unquoted '/' in the password: the userinfo ends at the last '@'.
-                userinfo_part, _, after = rest.rpartition("@")
-                host_part, slash, path = after.partition("/")
-                authority = f"{userinfo_part}@{host_part}"
-            if "@" in authority:
-                userinfo, _, host = authority.rpartition("@")
-                user, _, password = userinfo.partition(":")
-                if self.username is None and user:
-                    self.username = unquote(user)
-                if self.password is None and password:
-                    self.password = SecretStr(unquote(password))
-                rest = host + slash + path
-            cleaned.append(scheme + sep + rest)
+        for i, address in enumerate(self.rest_address, 1):
+            try:
+                clean, user, password = split_userinfo(address)
+            except ValueError as e:
+                msg = f"Atlas address #{i} {e}"
+                raise ValueError(msg) from None
+            if self.username is None and user:
+                self.username = user
+            if self.password is None and password:
+                self.password = SecretStr(password)
+            cleaned.append(clean)
         self.rest_address = cleaned
         return self
 
@@ -375,8 +410,7 @@ class Settings(BaseSettings):
                 # Never pydantic's own text: it quotes the input (input_value=...), which may hold a
                 # password (an address with credentials, a list given where a string was expected).
                 problems = "; ".join(
-                    f"{'.'.join(str(x) for x in err['loc']) or 'settings'}: {err['msg']}"
-                    for err in e.errors(include_input=False, include_url=False)
+                    _problem(err) for err in e.errors(include_input=False, include_url=False)
                 )
                 msg = f"invalid atlas-bridge settings: {problems}"
                 raise ConfigError(msg) from None
@@ -412,6 +446,13 @@ class Settings(BaseSettings):
     @property
     def effective_spool_dir(self) -> Path:
         return self.spool_dir if self.spool_dir is not None else self.output_dir / "spool"
+
+
+def _problem(err: Any) -> str:
+    """One of pydantic's errors as ``field: reason`` (a whole-settings check has no field)."""
+    where = ".".join(str(x) for x in err["loc"])
+    reason = str(err["msg"]).removeprefix("Value error, ")
+    return f"{where}: {reason}" if where else reason
 
 
 @contextmanager

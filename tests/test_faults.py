@@ -7,18 +7,25 @@ kept and replayable), nothing hung (every wait is bounded), nothing leaked (no s
 from __future__ import annotations
 
 import base64
+import contextlib
+import html
 import json
 import logging
+import os
+import re
 import shutil
 import socket
 import ssl
 import subprocess
+import sys
+import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote, unquote_plus
 
 import pytest
-from atlas_stub.http import Fault, FaultServer
+from atlas_stub.http import ECHOES, Fault, FaultServer
 from click.testing import CliRunner
 
 from atlas_bridge.atlas.client import AtlasClient, RetryPolicy, scrub
@@ -26,7 +33,7 @@ from atlas_bridge.atlas.sink import AtlasSink, FileSink
 from atlas_bridge.atlas.typedefs import register_typedefs
 from atlas_bridge.cli import cli
 from atlas_bridge.config import Settings
-from atlas_bridge.errors import AtlasAuthError, AtlasUnavailableError, ConfigError
+from atlas_bridge.errors import AtlasAuthError, AtlasError, AtlasUnavailableError, ConfigError
 
 WAREHOUSE = Path(__file__).resolve().parent.parent / "examples" / "warehouse"
 NS = "faults"
@@ -237,6 +244,38 @@ def test_tls_settings_win_over_requests_ca_bundle(
             AtlasClient.from_settings(strict).get_typedef_headers()
 
 
+def test_without_tls_verification_the_warning_is_said_once(
+    self_signed: tuple[Path, Path], tmp_path: Path
+) -> None:
+    """urllib3 warned on every request (InsecureRequestWarning): a push of 30 batches printed 30+."""
+    cert, key = self_signed
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ctx.load_cert_chain(cert, key)
+    folder = tmp_path / "batches"
+    sink = FileSink(folder)
+    for i in range(30):
+        sink.emit({"entities": [_table(f"db.t{i}@p")], "referredEntities": {}})
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("ATLAS_BRIDGE_", "PYTHONWARNINGS"))}
+    with FaultServer(tls=ctx) as srv:
+        env.update(ATLAS_BRIDGE_REST_ADDRESS=srv.url, ATLAS_BRIDGE_VERIFY_TLS="false")
+        done = subprocess.run(
+            [sys.executable, "-m", "atlas_bridge", "push", str(folder)],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=120,
+            check=False,
+        )
+        requests_made = len(srv.log)
+    assert done.returncode == 0, done.stderr
+    assert requests_made > 30
+    assert done.stderr.count("InsecureRequestWarning") == 0
+    said = [line for line in done.stderr.splitlines() if "not verified" in line]
+    assert len(said) == 1, done.stderr
+    assert f"Atlas at {srv.url}" in said[0]
+    assert "verify_tls" in said[0]
+
+
 # -- secrets ----------------------------------------------------------------------------------------
 
 
@@ -261,6 +300,114 @@ def test_an_echoed_authorization_header_never_reaches_any_output(
         result.output + caplog.text + "".join(p.read_text() for p in folder.rglob("*") if p.is_file())
     )
     assert _leaks(everything) == []
+
+
+ECHO_USER = "admin"
+ECHO_PASSWORD = 'Cnry 7f3/Pw+x?"<'
+"""Each of ' ', '/', '+', '?', '"' and '<' reads differently in one of the encodings of :data:`ECHOES`."""
+
+
+def _decodings(text: str) -> list[str]:
+    """The text as it reads once each encoding a server may apply is undone (the leak check's view)."""
+    json_text = re.sub(r"\\u([0-9a-fA-F]{4})", lambda m: chr(int(m.group(1), 16)), text)
+    out = [text, unquote(text), unquote_plus(text), html.unescape(text)]
+    out.append(json_text.replace("\\/", "/").replace('\\"', '"'))
+    for token in re.findall(r"[A-Za-z0-9+/_-]{8,}", text):
+        for decode in (base64.b64decode, base64.urlsafe_b64decode):
+            with contextlib.suppress(ValueError):
+                out.append(decode(token + "=" * (-len(token) % 4)).decode("utf-8", "replace"))
+    for token in re.findall(r"[0-9a-fA-F]{8,}", text):
+        out.append(bytes.fromhex(token[: len(token) // 2 * 2]).decode("utf-8", "replace"))
+    return out
+
+
+def _echo_leaks(text: str) -> list[str]:
+    """Pieces of ECHO_PASSWORD that show in the text, however encoded."""
+    decoded = _decodings(text)
+    return [piece for piece in ("Cnry", "7f3/Pw", "Pw+x") if any(piece in d for d in decoded)]
+
+
+def test_the_leak_check_sees_every_echo() -> None:
+    for name, echo in ECHOES.items():
+        assert _echo_leaks(echo(ECHO_USER, ECHO_PASSWORD)), name
+
+
+@pytest.mark.parametrize("echo", sorted(ECHOES))
+def test_credentials_a_server_echoes_in_any_encoding_reach_no_output(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, echo: str
+) -> None:
+    """A proxy or Atlas quoting our credentials back, percent-, form-, base64-, hex-, JSON- or HTML-encoded:
+    none of it in the command's output, the logs, the exception, nor any file written."""
+    caplog.set_level(logging.DEBUG)
+    folder = tmp_path / "batches"
+    FileSink(folder).emit({"entities": [_table("db.t@p")], "referredEntities": {}})
+    with FaultServer() as srv:
+        srv.add(Fault("echo_auth", echo=echo, times=None))
+        _fast_env(monkeypatch, srv.url, retries="0", username=ECHO_USER, password=ECHO_PASSWORD)
+        result = CliRunner().invoke(cli, ["push", str(folder)])
+        client = _fast(srv.url, username=ECHO_USER, password=ECHO_PASSWORD, retries=0)
+        with pytest.raises(AtlasUnavailableError) as info:
+            client.get_typedef_headers()
+        sink = AtlasSink(client, spool_dir=tmp_path / "spool")
+        sink.emit({"entities": [_table("db.t@p")], "referredEntities": {}})
+        assert srv.log
+        assert {outcome for _, _, outcome in srv.log} == {"echo_auth"}
+    assert result.exit_code == 1, result.output
+    assert "Atlas answered" in result.output  # the server's answer is still told, without the secrets
+    error = info.value
+    files = "".join(p.read_text(errors="replace") for p in tmp_path.rglob("*") if p.is_file())
+    everything = [result.output, caplog.text, str(error), repr(error), error.body or "", files]
+    assert _echo_leaks("\n".join(everything)) == []
+
+
+def _body_excerpt(body: str, password: str) -> AtlasError:
+    """The error a client gets for a 400 with this body (its ``body`` is the scrubbed excerpt)."""
+    with FaultServer() as srv:
+        srv.add(Fault("status", status=400, body=body, times=None))
+        client = _fast(srv.url, username=ECHO_USER, password=password, retries=0)
+        with pytest.raises(AtlasError) as info:
+            client.get_typedef_headers()
+    return info.value
+
+
+def test_a_long_body_costs_no_more_to_scrub_than_its_start() -> None:
+    """Scrubbing every form takes up to a second a megabyte: a 9 MB error page is scrubbed only as far as
+    the excerpt needs."""
+    echo = ECHOES["form_lower"](ECHO_USER, ECHO_PASSWORD)
+    body = echo + " " + "<p>Proxy Error: the server could not handle the request</p>\n" * 150_000
+    started = time.process_time()
+    error = _body_excerpt(body, ECHO_PASSWORD)
+    assert time.process_time() - started < 1.0  # 0.1 s; 3 s when the whole body was scrubbed
+    assert error.body is not None
+    assert "Proxy Error" in error.body
+    assert _echo_leaks(str(error) + error.body) == []
+
+
+def test_no_piece_of_a_secret_cut_by_the_scrubbed_window_shows() -> None:
+    """A body of nothing but (long) echoes: scrubbing shrinks the window below the excerpt, and the echo
+    the window cut in two would come next, unscrubbed."""
+    password = "Cnry-" + "7f3/Pw+x" * 5
+    echo = "".join("\\" * 8 + f"u{ord(c):04x}" for c in f"{ECHO_USER}:{password}")  # JSON in JSON in...
+    error = _body_excerpt(echo * 200, password)
+    assert error.body is not None
+    assert error.body.startswith("***")
+    unescaped = re.sub(r"\\+u([0-9a-f]{4})", lambda m: chr(int(m.group(1), 16)), str(error) + error.body)
+    assert "Cnry" not in unescaped
+    assert "admin:" not in unescaped
+
+
+def test_a_redirect_to_a_url_holding_the_credentials_is_told_without_them(tmp_path: Path) -> None:
+    with FaultServer() as srv:
+        target = (
+            f"http://127.0.0.1:{_closed_port()}/sso/{ECHOES['percent_lower'](ECHO_USER, ECHO_PASSWORD)}/x"
+        )
+        srv.add(Fault("status", status=302, headers={"Location": target}, times=None))
+        client = _fast(srv.url, username=ECHO_USER, password=ECHO_PASSWORD, retries=0)
+        with pytest.raises(AtlasError) as info:
+            client.get_typedef_headers()
+    assert "redirected GET" in str(info.value)
+    assert "/sso/" in str(info.value)
+    assert _echo_leaks(str(info.value)) == []
 
 
 def test_scrub_takes_credentials_out_of_text_from_elsewhere() -> None:
@@ -306,6 +453,53 @@ def test_a_password_with_a_slash_in_the_address_is_taken_as_a_password(
     settings = Settings.load(rest_address=address)
     assert settings.password is not None
     assert settings.password.get_secret_value() == CANARY
+
+
+@pytest.mark.parametrize("source", ["--atlas", "environment", "properties file"])
+@pytest.mark.parametrize("delimiter", ["/", "?", "#"])
+def test_an_ambiguous_address_is_refused_before_anything_is_sent(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, source: str, delimiter: str
+) -> None:
+    """``http://admin:Cnry7@<A><delimiter>w0rd-Q@<B>``: password ``Cnry7`` for host A, or
+    ``Cnry7@<A><delimiter>w0rd-Q`` for host B? It was split at the first '@' ('/') and A was sent the
+    credentials, or silently at the last ('?', '#'). Now a usage error naming no part of it, and neither
+    host is asked anything."""
+    folder = tmp_path / "b"
+    FileSink(folder).emit({"entities": [_table("db.t@p")], "referredEntities": {}})
+    _fast_env(monkeypatch, "", retries="0")
+    with FaultServer() as first, FaultServer() as second:
+        address = f"http://admin:Cnry7@127.0.0.1:{first.port}{delimiter}w0rd-Q@127.0.0.1:{second.port}"
+        args = ["push", str(folder)]
+        if source == "--atlas":
+            args += ["--atlas", address]
+        elif source == "environment":
+            monkeypatch.setenv("ATLAS_BRIDGE_REST_ADDRESS", address)
+        else:
+            monkeypatch.delenv("ATLAS_BRIDGE_REST_ADDRESS")
+            props = tmp_path / "atlas-application.properties"
+            props.write_text(f"atlas.rest.address={address}\n", encoding="utf-8")
+            args += ["--config", str(props)]
+        result = CliRunner().invoke(cli, args)
+        assert first.log == []
+        assert second.log == []
+    assert result.exit_code == 2, result.output
+    assert "Atlas address #1 holds '@' and then '/', '?' or '#' before another '@'" in result.output
+    assert "Traceback" not in result.output
+    for part in ("Cnry7", "w0rd-Q", "admin", str(first.port), str(second.port)):
+        assert part not in result.output
+    with pytest.raises(ConfigError) as info:  # the client alone refuses it too
+        AtlasClient(address)
+    assert "Cnry7" not in str(info.value)
+    assert "w0rd-Q" not in str(info.value)
+
+
+def test_credentials_in_a_kafka_bootstrap_server_are_refused_unprinted() -> None:
+    """Kafka takes none there, and the servers are printed in every Kafka error."""
+    with pytest.raises(ConfigError) as info:
+        Settings.load(kafka_bootstrap_servers=f"127.0.0.1:1,admin:{CANARY}@127.0.0.1:{_closed_port()}")
+    assert "Kafka bootstrap server #2 holds '@'" in str(info.value)
+    assert _leaks(str(info.value)) == []
+    assert "admin" not in str(info.value)
 
 
 def test_a_malformed_setting_never_echoes_its_value() -> None:
@@ -435,6 +629,26 @@ def test_resume_state_is_checked_against_atlas(
         assert again.exit_code == 0
         assert summary["batches"]["sent"] == 0
         assert summary["resume_reset"] is None
+
+
+@pytest.mark.spark
+def test_credentials_echoed_to_a_scan_reach_neither_its_output_nor_its_files(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Atlas refuses batch after batch (400), each time echoing the credentials another way: nothing of
+    them in the output, the logs, summary.json, the unsent batches or any other file of the scan."""
+    caplog.set_level(logging.DEBUG)
+    with FaultServer() as srv:
+        for echo in sorted(ECHOES):
+            srv.add(Fault("echo_auth", status=400, echo=echo, method="POST", path_contains="/entity/bulk"))
+        _fast_env(monkeypatch, srv.url, retries="0", username=ECHO_USER, password=ECHO_PASSWORD)
+        result = _scan(tmp_path, "--batch-size", "5")
+        assert srv.faults == []  # every echo was answered to some batch
+    assert result.exit_code == 1, result.output
+    summary = (tmp_path / "summary.json").read_text(encoding="utf-8")
+    assert summary.count("HTTP 400") >= len(ECHOES)
+    files = "".join(p.read_text(errors="replace") for p in tmp_path.rglob("*") if p.is_file())
+    assert _echo_leaks(result.output + caplog.text + files) == []
 
 
 @pytest.mark.spark

@@ -20,6 +20,7 @@ from atlas_bridge.atlas.convert import to_atlas_batches
 from atlas_bridge.atlas.reuse import EntityReuse, parse_reuse_types, rewrite_batch
 from atlas_bridge.atlas.sink import AtlasSink
 from atlas_bridge.atlas.typedefs import register_typedefs
+from atlas_bridge.errors import AtlasNotFoundError
 from atlas_bridge.extractors.sql import extract_sql_lineage
 from atlas_bridge.graph import end_to_end
 
@@ -27,20 +28,32 @@ DATA = Path(__file__).parent / "data"
 NS = "primary"
 
 
-def _estate(stub: AtlasStub) -> AtlasClient:
+def _estate(stub: AtlasStub, *, without: str | None = None) -> AtlasClient:
+    """The stub with the Hive hook's estate; ``without``: the qualifiedName of an entity it lacks."""
     for model in ("1020-fs_model.json", "1030-hive_model.json"):
         stub.load_typedefs(json.loads((DATA / "atlas" / model).read_text(encoding="utf-8")))
     client = AtlasClient(stub.base_url, retries=0, backoff=0)
     estate = json.loads((DATA / "reuse" / "hive_estate.json").read_text(encoding="utf-8"))
-    client.post_entities({"entities": estate["entities"], "referredEntities": {}})
+    entities = [e for e in estate["entities"] if e["attributes"]["qualifiedName"] != without]
+    client.post_entities({"entities": entities, "referredEntities": {}})
     register_typedefs(client)
     return client
 
 
-def _batches(max_entities: int = 500) -> list[dict[str, Any]]:
-    sql = (DATA / "reuse" / "daily.sql").read_text(encoding="utf-8")
-    lineage = end_to_end(extract_sql_lineage(sql, "hive", file="daily.sql").lineage)
+def _batches(
+    max_entities: int = 500, sql_file: str = "daily.sql", dialect: str = "hive"
+) -> list[dict[str, Any]]:
+    sql = (DATA / "reuse" / sql_file).read_text(encoding="utf-8")
+    lineage = end_to_end(extract_sql_lineage(sql, dialect, file=sql_file).lineage)
     return to_atlas_batches(lineage, namespace=NS, max_entities=max_entities)
+
+
+def _undelivered(stub: AtlasStub, batches: list[dict[str, Any]]) -> list[tuple[str, str]]:
+    """(type, qualifiedName) of the batches' entities Atlas holds under neither our type nor another
+    hook's (a reused or created hive_column / hive_table counts as delivered)."""
+    held = {(e["attributes"]["qualifiedName"]) for e in stub.active_entities()}
+    sent = [(e["typeName"], e["attributes"]["qualifiedName"]) for b in batches for e in b["entities"]]
+    return [(t, qn) for t, qn in sent if qn not in held]
 
 
 def test_rewrite_leaves_out_the_reused_entity_and_points_every_reference_at_it() -> None:
@@ -61,11 +74,26 @@ def test_rewrite_leaves_out_the_reused_entity_and_points_every_reference_at_it()
         "uniqueAttributes": {"qualifiedName": "sales.orders@primary"},
         "relationshipType": "dataset_process_inputs",
     } in process["relationshipAttributes"]["inputs"]
-    # Our columns of the reused table lose their `table` end (a hive_table cannot own them).
+    # Our columns of the reused table, not found as hive_columns, become hive_columns under it (a
+    # hive_table cannot own ours, and a column without its table is refused).
     col = next(
         e for e in out["entities"] if e["attributes"]["qualifiedName"] == "sales.orders.amount@primary"
     )
-    assert "table" not in col.get("relationshipAttributes", {})
+    assert col["typeName"] == "hive_column"
+    assert col["relationshipAttributes"]["table"] == {
+        "typeName": "hive_table",
+        "uniqueAttributes": {"qualifiedName": "sales.orders@primary"},
+        "relationshipType": "hive_table_columns",
+    }
+    refs = [
+        ref
+        for e in out["entities"]
+        for value in e.get("relationshipAttributes", {}).values()
+        for ref in (value if isinstance(value, list) else [value])
+        if ref["uniqueAttributes"]["qualifiedName"] == "sales.orders.amount@primary"
+    ]
+    assert refs  # the column lineage's
+    assert {r["typeName"] for r in refs} == {"hive_column"}
 
 
 def test_switching_reuse_off_sends_our_own_types() -> None:
@@ -102,6 +130,77 @@ def test_our_lineage_hangs_off_the_hive_hooks_table_and_never_changes_it(atlas_s
     assert any(e["typeName"] == "atlas_bridge_column_lineage" for e in col_lineage["guidEntityMap"].values())
     assert reuse.reused >= 3  # the table and its two columns
     assert reuse.lookups <= 8  # bulk and cached: a handful of requests, not one per entity
+
+
+def test_the_stub_refuses_a_column_without_its_table(atlas_stub: AtlasStub) -> None:
+    """What Atlas does (reference §9: the child end of a COMPOSITION is mandatory), for ours and Hive's."""
+    client = _estate(atlas_stub)
+    for type_name, extra in (("atlas_bridge_column", {}), ("hive_column", {"type": "int"})):
+        column = {"qualifiedName": "sales.orders.x@primary", "name": "x", **extra}
+        with pytest.raises(AtlasNotFoundError) as info:
+            client.post_entities({"entities": [{"typeName": type_name, "guid": "-1", "attributes": column}]})
+        assert info.value.status_code == 404
+        assert info.value.error_code == "ATLAS-404-00-007"
+        assert f"{type_name}.table: mandatory attribute value missing" in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("reuse_types", "max_entities"), [("default", 500), ("hive_table", 500), ("default", 3)]
+)
+def test_a_column_the_hive_estate_lacks_is_created_under_the_hive_table(
+    atlas_stub: AtlasStub, reuse_types: str, max_entities: int
+) -> None:
+    """The SQL reads sales.orders.amount, which the Hive hook's estate has not got (yet): it was sent as
+    our column without its table and Atlas refused the whole batch (404 ATLAS-404-00-007)."""
+    client = _estate(atlas_stub, without="sales.orders.amount@primary")
+    hive_table = atlas_stub.find("hive_table", "sales.orders@primary")
+    order_id = atlas_stub.find("hive_column", "sales.orders.order_id@primary")
+    assert hive_table is not None
+    assert order_id is not None
+    stored_before = copy.deepcopy((hive_table["attributes"], order_id["attributes"]))
+    sink = AtlasSink(
+        client, reuse=EntityReuse(client.get_entities_by_qualified_names, parse_reuse_types(reuse_types))
+    )
+    batches = _batches(max_entities=max_entities)
+    for batch in batches:
+        sink.emit(batch)
+    assert _undelivered(atlas_stub, batches) == []
+    amount = atlas_stub.find("hive_column", "sales.orders.amount@primary")
+    assert amount is not None
+    assert [t["guid"] for t in atlas_stub.related(amount["guid"], "table")] == [hive_table["guid"]]
+    assert amount["attributes"]["name"] == "amount"
+    # Nothing parallel to the Hive hook's entities; what it has is left as it was.
+    assert not [
+        e
+        for e in atlas_stub.active_entities("atlas_bridge_column")
+        if e["attributes"]["qualifiedName"].startswith("sales.")
+    ]
+    assert atlas_stub.find("atlas_bridge_table", "sales.orders@primary") is None
+    assert (hive_table["attributes"], order_id["attributes"]) == stored_before
+    # Column lineage starts at the created column.
+    lineage = client.get_lineage(amount["guid"], direction="OUTPUT", depth=1)
+    assert any(e["typeName"] == "atlas_bridge_column_lineage" for e in lineage["guidEntityMap"].values())
+
+
+def test_a_path_whose_columns_are_read_stays_ours_when_the_estate_has_it_as_hdfs_path(
+    atlas_stub: AtlasStub,
+) -> None:
+    """hdfs_path holds no columns: a column of it could hang off nothing, and the batch was refused."""
+    client = _estate(atlas_stub)
+    assert atlas_stub.find("hdfs_path", "hdfs://nn:8020/landing/orders@primary") is not None
+    sink = AtlasSink(client, reuse=EntityReuse(client.get_entities_by_qualified_names))
+    batches = _batches(max_entities=3, sql_file="landing.sql", dialect="sparksql")
+    for batch in batches:
+        sink.emit(batch)
+    assert _undelivered(atlas_stub, batches) == []
+    path = atlas_stub.find("atlas_bridge_path", "hdfs://nn:8020/landing/orders@primary")
+    assert path is not None
+    assert {c["attributes"]["name"] for c in atlas_stub.related(path["guid"], "columns")} == {
+        "order_id",
+        "amount",
+    }
+    process = next(iter(atlas_stub.active_entities("atlas_bridge_process")))
+    assert [i["typeName"] for i in atlas_stub.related(process["guid"], "inputs")] == ["atlas_bridge_path"]
 
 
 @pytest.mark.spark

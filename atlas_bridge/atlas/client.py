@@ -22,12 +22,15 @@ from __future__ import annotations
 import base64
 import contextlib
 import email.utils
+import functools
+import html
 import json
 import logging
 import re
 import socket
 import threading
 import time
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -41,10 +44,12 @@ from pydantic import SecretStr
 from requests.adapters import HTTPAdapter
 from urllib3.connection import HTTPConnection, HTTPSConnection
 from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
+from urllib3.exceptions import InsecureRequestWarning
 from urllib3.util.retry import Retry
 
 from atlas_bridge import __version__
 from atlas_bridge.atlas.encoded import encode_body, entity_count
+from atlas_bridge.config import split_userinfo
 from atlas_bridge.errors import (
     AtlasAuthError,
     AtlasConflictError,
@@ -64,6 +69,7 @@ USER_AGENT = f"atlas-bridge/{__version__} python-requests/{requests.__version__}
 
 RETRY_STATUSES = (429, 500, 502, 503, 504)
 _BODY_EXCERPT = 500
+_SCRUB_WINDOW = 64 * 1024
 
 
 def _api_path(constant: str) -> str:
@@ -245,22 +251,24 @@ class _Retryable(Exception):
 
 def _split_credentials(url: str) -> tuple[str, str | None, str | None]:
     """``https://u:p@h/x`` -> (``https://h/x``, u, p): credentials never stay in a URL we log or raise."""
-    shown = _redact_userinfo(url)
     try:
-        parts = urlsplit(url.strip())
-        hostname, port = parts.hostname, parts.port  # .port raises ValueError on a bad port
+        url, user, password = split_userinfo(url.strip())
     except ValueError as e:
-        # urllib's own message may quote the part it choked on (a password with '/' reads as the port).
-        msg = f"Atlas address is not a valid URL: {shown!r} (check the host, the port and brackets of IPv6)"
-        raise ConfigError(msg) from None if "@" in url else e
+        msg = f"Atlas address {e}"
+        raise ConfigError(msg) from None
+    try:
+        parts = urlsplit(url)
+        hostname, port = parts.hostname, parts.port  # .port raises ValueError on a bad port
+    except ValueError:
+        # Said in our words: the credentials are out of ``url`` already, but not of urllib's exception.
+        msg = f"Atlas address is not a valid URL: {url!r} (check the host, the port and brackets of IPv6)"
+        raise ConfigError(msg) from None
     if not parts.scheme or not hostname:
-        msg = f"Atlas address must be an http(s) URL, got {shown!r}"
+        msg = f"Atlas address must be an http(s) URL, got {url!r}"
         raise ConfigError(msg)
     if parts.scheme not in ("http", "https"):
         msg = f"Atlas address must use http or https, got {parts.scheme!r}"
         raise ConfigError(msg)
-    user = parts.username
-    password = parts.password
     netloc = hostname if ":" not in hostname else f"[{hostname}]"
     if port is not None:
         netloc += f":{port}"
@@ -282,20 +290,90 @@ def scrub(text: str, username: str | None = None, secret: str | None = None) -> 
     """Remove credentials from text that came from elsewhere (a server's error page, a proxy's echo).
 
     Our own messages never hold a secret; this is for what Atlas or a proxy sends back. Auth header values
-    of every scheme and URL userinfo go, and the password in any form we can recognise (plain, URL-quoted,
-    inside base64 ``user:password``) but only as a whole token: blanking every occurrence of a short
-    password inside other words would reveal it.
+    of every scheme and URL userinfo go, and the password (alone, or as ``user:password``) in every form a
+    server may echo it in (:func:`_secret_pattern`). A password shorter than 8 characters only goes as a
+    whole token: blanking every occurrence of a short password inside other words would reveal it.
     """
     text = _AUTH_HEADER.sub(r"\1\2***", text)
     text = _AUTH_VALUE.sub(r"\1 ***", text)
     text = _USERINFO.sub("***@", text)
     if secret:
-        forms = {secret, quote(secret, safe=""), quote(secret)}
-        if username is not None:
-            forms.add(base64.b64encode(f"{username}:{secret}".encode()).decode("ascii"))
-        for form in sorted(forms, key=len, reverse=True):
-            text = re.sub(r"(?<![A-Za-z0-9])" + re.escape(form) + r"(?![A-Za-z0-9])", "***", text)
+        text = _secret_pattern(username, secret).sub("***", text)
     return text
+
+
+def _hex(value: int, digits: int) -> str:
+    """``value`` in hex as a regex matching either case."""
+    return "".join(f"[{h}{h.upper()}]" if h.isalpha() else h for h in f"{value:0{digits}x}")
+
+
+def _char_forms(char: str) -> str:
+    """A regex for one character as a server may echo it: itself, percent-encoded (either case; '+' for a
+    space, as form encoding writes it), JSON-escaped (once or more), or an HTML entity."""
+    forms = [re.escape(char), "".join("%" + _hex(b, 2) for b in char.encode("utf-8"))]
+    if char == " ":
+        forms.append(r"\+")
+    # JSON escapes, as many backslashes deep as JSON quoted in JSON (in JSON...) makes them.
+    if ord(char) <= 0xFFFF:
+        forms.append(r"\\{1,8}u" + _hex(ord(char), 4))
+    if char in '"\\/':
+        forms.append(r"\\{1,8}" + re.escape(char))
+    if html.escape(char) != char:
+        forms.append(re.escape(html.escape(char)))
+    forms += [f"&#0{{0,4}}{ord(char)};", f"&#[xX]0{{0,4}}{_hex(ord(char), 1)};"]
+    return "(?:" + "|".join(forms) + ")"
+
+
+_LONGEST_CHAR_FORM = 16
+"""No form of one character in :func:`_char_forms` is longer (``&#x0000`` + 6 digits + ``;``), nor its
+base64 or hex."""
+
+
+def _longest_form(username: str | None, secret: str | None) -> int:
+    """The most characters one echo of the credentials can take (see :func:`_secret_pattern`)."""
+    return _LONGEST_CHAR_FORM * (len(username or "") + 1 + len(secret or ""))
+
+
+@functools.lru_cache(maxsize=8)
+def _secret_pattern(username: str | None, secret: str) -> re.Pattern[str]:
+    """The password, and ``user:password``, in every encoding a server may echo: as text (see
+    :func:`_char_forms`, which covers URL and form encoding in either case), base64 (standard or URL-safe,
+    padded or not) and hex (either case)."""
+    raws = [f"{username}:{secret}", secret] if username is not None else [secret]
+    forms: list[str] = []
+    for raw in raws:
+        data = raw.encode("utf-8")
+        forms.append("".join(_char_forms(c) for c in raw))
+        for encoded in (base64.b64encode(data), base64.urlsafe_b64encode(data)):
+            forms.append(re.escape(encoded.decode("ascii").rstrip("=")) + "={0,2}")
+        forms.append("".join(_hex(b, 2) for b in data))
+    pattern = "|".join(forms)
+    if len(secret) < 8:
+        pattern = r"(?<![A-Za-z0-9])(?:" + pattern + r")(?![A-Za-z0-9])"
+    return re.compile(pattern)
+
+
+_unverified_said: set[str] = set()
+_unverified_lock = threading.Lock()
+
+
+def _say_once_unverified(base_url: str) -> None:
+    """One warning per address and process that its certificate goes unchecked, instead of urllib3's
+    ``InsecureRequestWarning`` on every request (hundreds in a scan); urllib3's is silenced for that host
+    only, so other code in the process (a Spark job's own requests) still gets its own."""
+    if not base_url.startswith("https://"):
+        return
+    host = urlsplit(base_url).hostname or ""
+    warnings.filterwarnings(
+        "ignore",
+        message=re.escape(f"Unverified HTTPS request is being made to host '{host}'"),
+        category=InsecureRequestWarning,
+    )
+    with _unverified_lock:
+        if base_url in _unverified_said:
+            return
+        _unverified_said.add(base_url)
+    logger.warning("Atlas at %s: its TLS certificate is not verified (verify_tls is false)", base_url)
 
 
 class AtlasClient:
@@ -370,6 +448,9 @@ class AtlasClient:
         self.verify: bool | str = (
             self.session.verify if isinstance(self.session.verify, (bool, str)) else True
         )
+        if self.verify is False:
+            for url in self.base_urls:
+                _say_once_unverified(url)
         self.session.headers["User-Agent"] = USER_AGENT
         self.session.headers["Accept"] = "application/json"
         adapter = _DeadlineAdapter(self.timeout, make_retry(self.policy))
@@ -735,7 +816,7 @@ class AtlasClient:
 
     def _redirect(self, method: str, path: str, url: str, response: requests.Response) -> AtlasError:
         target = urljoin(url, response.headers["Location"])
-        clean_target = _redact_userinfo(target.split("?", 1)[0])
+        clean_target = self._scrub(_redact_userinfo(target.split("?", 1)[0]))
         for i, peer in enumerate(self.base_urls):
             if target.startswith(peer + "/") and peer != url[: len(peer)]:
                 return _PeerRedirect(i, clean_target, status_code=response.status_code, url=url)
@@ -750,7 +831,12 @@ class AtlasClient:
         return self._scrub(str(exc))[:300]
 
     def _excerpt(self, text: str) -> str:
-        return self._scrub(text)[:_BODY_EXCERPT]
+        """The scrubbed start of a text from elsewhere. Of a long body only a window is scrubbed (scrubbing
+        takes about a second a megabyte), less its last characters: they may hold a secret it cut in two."""
+        if len(text) <= _SCRUB_WINDOW:
+            return self._scrub(text)[:_BODY_EXCERPT]
+        clean = self._scrub(text[:_SCRUB_WINDOW])
+        return clean[: max(0, len(clean) - _longest_form(self.username, self._secret))][:_BODY_EXCERPT]
 
     def _scrub(self, text: str) -> str:
         return scrub(text, self.username, self._secret)

@@ -8,6 +8,13 @@ no attribute of it) and every reference to it names the other type instead. ``Pr
 take any ``DataSet``, so our processes and column lineage then hang off the Hive hook's own tables and the
 two lineages join up. What is not found is created as our own type, as before.
 
+A column must hang off its table (Atlas refuses a column without its ``table``: 404 ATLAS-404-00-007), and
+only another hook's column type can hang off another hook's table. So the columns of a reused table are
+looked up as that table's column type whatever ``reuse_types`` says, and one the estate lacks (a column
+added since the last Hive import) is created as that type under that table, with only its name and the
+type we know; the Hive hook's next import of the table settles it. A dataset of a type that has no
+columns (``hdfs_path``, the S3 types) whose columns the batch sends stays ours, columns and all.
+
 :func:`rewrite_batch` is pure; :class:`EntityReuse` does the lookups through the client.
 """
 
@@ -33,6 +40,14 @@ DEFAULT_REUSE_TYPES: dict[str, tuple[str, ...]] = {
 _COLUMN_TYPE = "atlas_bridge_column"
 _COLUMNS_RELATIONSHIP = "atlas_bridge_dataset_columns"
 
+FOREIGN_COLUMN_TYPES: dict[str, tuple[str, str]] = {"hive_table": ("hive_column", "hive_table_columns")}
+"""Another hook's table type -> the column type that hangs off it, and their relationship."""
+_NO_COLUMNS = {
+    t for ours, theirs in DEFAULT_REUSE_TYPES.items() if ours != _COLUMN_TYPE for t in theirs
+} - set(FOREIGN_COLUMN_TYPES)
+"""Other hooks' dataset types that hold no columns (paths, S3 objects)."""
+_FOREIGN_COLUMNS = {column for column, _ in FOREIGN_COLUMN_TYPES.values()}
+
 
 def parse_reuse_types(spec: str | Sequence[str] | None) -> dict[str, tuple[str, ...]]:
     """``"none"`` / ``""`` switches reuse off; ``"hive_table,hive_column"`` keeps only those foreign types.
@@ -41,7 +56,9 @@ def parse_reuse_types(spec: str | Sequence[str] | None) -> dict[str, tuple[str, 
     {}
     >>> parse_reuse_types("hive_table")["atlas_bridge_table"]
     ('hive_table',)
-    >>> "atlas_bridge_column" in parse_reuse_types("hive_table")
+    >>> parse_reuse_types("hive_table")["atlas_bridge_column"]  # a hive_table's columns are hive_columns
+    ('hive_column',)
+    >>> "atlas_bridge_table" in parse_reuse_types("hive_column")
     False
     """
     if spec is None:
@@ -55,16 +72,61 @@ def parse_reuse_types(spec: str | Sequence[str] | None) -> dict[str, tuple[str, 
     out = {ours: tuple(t for t in theirs if t in wanted) for ours, theirs in DEFAULT_REUSE_TYPES.items()}
     for extra in wanted - {t for ts in DEFAULT_REUSE_TYPES.values() for t in ts}:
         logger.warning("reuse type %r is not one we know how to match; ignored", extra)
+    # Only a hive_column can hang off a hive_table: reusing the table means looking its columns up too.
+    implied = tuple(
+        FOREIGN_COLUMN_TYPES[t][0] for t in out["atlas_bridge_table"] if t in FOREIGN_COLUMN_TYPES
+    )
+    out[_COLUMN_TYPE] = tuple(dict.fromkeys((*out[_COLUMN_TYPE], *implied)))
     return {k: v for k, v in out.items() if v}
+
+
+def column_holders(batch: Mapping[str, Any]) -> set[str]:
+    """qualifiedNames of the datasets whose columns the batch sends (their ``table`` end)."""
+    by_guid = {
+        str(e.get("guid")): (e.get("attributes") or {}).get("qualifiedName")
+        for e in batch.get("entities") or []
+    }
+    out: set[str] = set()
+    for entity in batch.get("entities") or []:
+        if entity.get("typeName") != _COLUMN_TYPE:
+            continue
+        table = (entity.get("relationshipAttributes") or {}).get("table")
+        if isinstance(table, dict):
+            qn = (table.get("uniqueAttributes") or {}).get("qualifiedName") or by_guid.get(
+                str(table.get("guid"))
+            )
+            if isinstance(qn, str):
+                out.add(qn)
+    return out
+
+
+def _as_foreign_column(entity: Mapping[str, Any], column_type: str, table: dict[str, Any]) -> dict[str, Any]:
+    """Our column as another hook's column under that hook's table: name and known type only (the other
+    hook's next import of the table fills in the rest; ``type`` is mandatory, so unknown is empty)."""
+    attrs = entity.get("attributes") or {}
+    kind = attrs.get("type")
+    return {
+        "typeName": column_type,
+        "guid": entity.get("guid"),
+        "attributes": {
+            "qualifiedName": attrs.get("qualifiedName"),
+            "name": attrs.get("name"),
+            "type": kind if isinstance(kind, str) else "",
+        },
+        "relationshipAttributes": {"table": table},
+    }
 
 
 def rewrite_batch(batch: Mapping[str, Any], found: Mapping[str, str]) -> dict[str, Any]:
     """The batch with every entity whose qualifiedName is in ``found`` (qn -> foreign type) left out and
     every reference to it pointing at the foreign entity; pure, the input is not changed.
 
-    A column of ours whose table is now a foreign table loses its ``table`` end (a foreign table cannot
-    own our column type) but keeps its lineage.
+    A column of ours whose table is now a foreign table with a column type of its own
+    (:data:`FOREIGN_COLUMN_TYPES`) becomes that type under that table (a foreign table cannot own our
+    column type); a dataset whose columns the batch sends is kept ours when its foreign type has none.
     """
+    holders = column_holders(batch)
+    found = {qn: t for qn, t in found.items() if qn not in holders or t not in _NO_COLUMNS}
     dropped: dict[str, tuple[str, str]] = {}  # placeholder guid -> (foreign type, qn)
     kept: list[dict[str, Any]] = []
     for entity in batch.get("entities") or []:
@@ -86,19 +148,37 @@ def rewrite_batch(batch: Mapping[str, Any], found: Mapping[str, str]) -> dict[st
             (found[qn], qn) if isinstance(qn, str) and qn in found else None
         )
         if target is None or value.get("typeName") not in DEFAULT_REUSE_TYPES:
-            return value
+            converted = converts.get(str(value.get("guid"))) or (
+                converts.get(qn) if isinstance(qn, str) else None
+            )
+            return value if converted is None else {**value, "typeName": converted}
         out = {"typeName": target[0], "uniqueAttributes": {"qualifiedName": target[1]}}
         if "relationshipType" in value:
             out["relationshipType"] = value["relationshipType"]
         return out
 
+    # Our columns of foreign tables that the estate lacks: placeholder guid and qn -> the foreign column type.
+    converts: dict[str, str] = {}
+    for entity in kept:
+        table = (entity.get("relationshipAttributes") or {}).get("table")
+        if entity.get("typeName") == _COLUMN_TYPE and isinstance(table, dict):
+            holder = ref(table)
+            if holder is not table and holder["typeName"] in FOREIGN_COLUMN_TYPES:
+                column_type = FOREIGN_COLUMN_TYPES[holder["typeName"]][0]
+                converts[str(entity.get("guid"))] = converts[entity["attributes"]["qualifiedName"]] = (
+                    column_type
+                )
+
     entities = []
     for entity in kept:
         rels = dict(entity.get("relationshipAttributes") or {})
-        if entity.get("typeName") == _COLUMN_TYPE:
-            table = rels.get("table")
-            if isinstance(table, dict) and ref(table) is not table:
-                rels.pop("table")
+        if entity.get("typeName") == _COLUMN_TYPE and str(entity.get("guid")) in converts:
+            holder = ref(rels["table"])
+            column_type, relationship = FOREIGN_COLUMN_TYPES[holder["typeName"]]
+            entities.append(
+                _as_foreign_column(entity, column_type, {**holder, "relationshipType": relationship})
+            )
+            continue
         rels = {k: ref(v) for k, v in rels.items()}
         if isinstance(rels.get("columns"), list):
             # A table of ours cannot own another hook's column: those stay out of its column list.
@@ -205,9 +285,19 @@ class EntityReuse:
                 todo = [qn for qn in todo if qn not in self._cache]
             for qn in todo:
                 self._cache[qn] = None
+        for qn in column_holders(batch):
+            if self._found.get(qn) in _NO_COLUMNS:
+                # Its columns need a dataset of ours to hang off: it stays ours for the run.
+                del self._found[qn]
+                self._cache[qn] = None
         if not any(qn in self._found for names in wanted.values() for qn in names):
             return batch
         out = rewrite_batch(batch, self._found)
+        for entity in out.get("entities") or []:
+            # Columns created under another hook's table: later batches refer to them by that type.
+            if entity.get("typeName") in _FOREIGN_COLUMNS:
+                qn = entity["attributes"]["qualifiedName"]
+                self._cache[qn] = self._found[qn] = str(entity["typeName"])
         self.reused += len(batch.get("entities") or []) - len(out.get("entities") or [])
         return out
 

@@ -10,30 +10,67 @@ queued (optionally for one path) or drawn at random with a fixed seed:
 * ``truncate``: apply the request, send the headers and half the body, close;
 * ``trickle``: answer one byte every ``interval_s`` seconds;
 * ``silent``: read the request and never answer (until the server stops);
-* ``echo_auth``: a proxy error page that quotes the request's Authorization header.
+* ``echo_auth``: a proxy error page that quotes the request's Authorization header, or (``echo``) the
+  credentials in it encoded one of the ways in :data:`ECHOES`.
 
 Only loopback; every handler ends when the server stops, and no wait is longer than ``max_hold_s``.
 """
 
 from __future__ import annotations
 
+import base64
+import html
+import json
 import random
+import re
 import socket
 import ssl
 import struct
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+from urllib.parse import quote, urlencode
 
 import requests
 
 from atlas_stub.server import AtlasStub
 
 FAULT_KINDS = ("status", "applied_status", "reset", "truncate", "trickle", "silent", "echo_auth")
+
+
+def _lower_escapes(text: str) -> str:
+    return re.sub(r"%[0-9A-F]{2}", lambda m: m.group().lower(), text)
+
+
+def _b64(text: str, *, urlsafe: bool = False, padded: bool = True) -> str:
+    encoded = (base64.urlsafe_b64encode if urlsafe else base64.b64encode)(text.encode()).decode()
+    return encoded if padded else encoded.rstrip("=")
+
+
+ECHOES: dict[str, Callable[[str, str], str]] = {
+    "plain": lambda u, p: f"user={u} password={p}",
+    "percent": lambda u, p: "password=" + quote(p, safe=""),
+    "percent_lower": lambda u, p: "password=" + _lower_escapes(quote(p, safe="")),
+    "percent_user_password": lambda u, p: "auth=" + _lower_escapes(quote(f"{u}:{p}", safe="")),
+    "form": lambda u, p: urlencode({"j_username": u, "j_password": p}),
+    "form_lower": lambda u, p: _lower_escapes(urlencode({"j_username": u, "j_password": p})),
+    "base64_user_password": lambda u, p: "token=" + _b64(f"{u}:{p}"),
+    "base64_user_password_unpadded": lambda u, p: "token=" + _b64(f"{u}:{p}", padded=False),
+    "base64_user_password_urlsafe": lambda u, p: "token=" + _b64(f"{u}:{p}", urlsafe=True, padded=False),
+    "base64_password": lambda u, p: "secret=" + _b64(p),
+    "base64_password_unpadded": lambda u, p: "secret=" + _b64(p, padded=False),
+    "base64_password_urlsafe": lambda u, p: "secret=" + _b64(p, urlsafe=True),
+    "hex_password": lambda u, p: "secret=" + p.encode().hex(),
+    "hex_password_upper": lambda u, p: "secret=0x" + p.encode().hex().upper(),
+    "json": lambda u, p: json.dumps({"password": p}).replace("/", "\\/"),
+    "json_ascii": lambda u, p: json.dumps({"password": p}, ensure_ascii=True).replace(" ", "\\u0020"),
+    "html": lambda u, p: f"<td>{html.escape(p)}</td>",
+}
+"""Ways a server or a proxy echoes a request's credentials back: name -> (user, password) -> text."""
 
 
 @dataclass
@@ -49,6 +86,8 @@ class Fault:
     times: int | None = 1
     """How many requests it hits; None: every matching request until cleared."""
     interval_s: float = 0.5
+    echo: str | None = None
+    """``echo_auth``: echo the credentials encoded this way (a key of :data:`ECHOES`), not the headers."""
 
 
 @dataclass
@@ -175,6 +214,18 @@ class _Handler(BaseHTTPRequestHandler):
             return
         if fault is not None and fault.kind == "status":
             self._send(fault.status, {"Content-Type": "text/plain", **fault.headers}, fault.body.encode())
+            return
+        if fault is not None and fault.kind == "echo_auth" and fault.echo is not None:
+            user, _, password = (
+                base64.b64decode(self.headers.get("Authorization", "Basic ").split(" ", 1)[1])
+                .decode()
+                .partition(":")
+            )
+            echoed = ECHOES[fault.echo](user, password)
+            page = json.dumps(
+                {"errorCode": f"ATLAS-{fault.status}-00-001", "errorMessage": f"proxy refused {echoed}"}
+            )
+            self._send(fault.status, {"Content-Type": "application/json"}, f"{page}\n{echoed}\n".encode())
             return
         if fault is not None and fault.kind == "echo_auth":
             page = f"Proxy error 502 for {self.command} {self.path}. Request headers: "
