@@ -281,6 +281,7 @@ class StatementContext:
         self.dialect = state.dialect
         self._lateral_ok = type(state.dialect).__name__.lower() in LATERAL_ALIAS_DIALECTS
         self._implicit_recursion = type(state.dialect).__name__.lower() in IMPLICIT_RECURSION_DIALECTS
+        self._names_by = _naming_engine(state.dialect)
         self.query_hash = query_hash(self.sql)
         self.key = _statement_key(state, self.query_hash)
         self.process_id: str | None = None
@@ -710,6 +711,8 @@ class StatementContext:
                 expr.output_name if isinstance(expr, (exp.Column, exp.Dot)) else ""
             )
             text = None  # the expression's SQL when its name is made of it
+            if not name and self._names_by is not None:
+                name = _engine_name(expr, self._names_by, self.state)
             if not name:
                 text = _sql(expr, self.state)
                 name = _text_name(text)
@@ -1559,7 +1562,10 @@ _EXPR = exp.Expr
 LATERAL_ALIAS_DIALECTS = frozenset(
     {"snowflake", "databricks", "spark", "redshift", "teradata", "duckdb", "clickhouse"}
 )
-"""Dialects whose select items may name an earlier item's alias (ANSI, PostgreSQL, BigQuery... may not)."""
+"""Dialects whose select items may name an earlier item's alias (ANSI, PostgreSQL, Hive... may not).
+BigQuery's "reusable column aliases" are a project option, off by default: off, a later item's name that
+is no alias' can only be a column of the sources (the one reading under which the query runs), so BigQuery
+is left out."""
 
 IMPLICIT_RECURSION_DIALECTS = frozenset({"tsql", "fabric", "oracle", "snowflake", "sqlite"})
 """Dialects where a CTE that names itself is recursive without ``WITH RECURSIVE`` (elsewhere the name is a
@@ -1644,6 +1650,82 @@ def _ensures_bools(dialect: Dialect) -> bool:
     if cls not in _ENSURE_BOOLS:
         _ENSURE_BOOLS[cls] = bool(getattr(dialect.generator(), "ENSURE_BOOLS", True))
     return _ENSURE_BOOLS[cls]
+
+
+_POSTGRES, _SPARK = "postgres", "spark"
+_ENGINE_NAMING: dict[type[Dialect], str | None] = {}
+
+
+def _naming_engine(dialect: Dialect) -> str | None:
+    """Whose rules name this dialect's unaliased select items, where they are known for sure (else None:
+    the item's SQL text names it). PostgreSQL (and Redshift, built on it) and Spark (Databricks)."""
+    cls = type(dialect)
+    if cls not in _ENGINE_NAMING:
+        from sqlglot.dialects.postgres import Postgres
+        from sqlglot.dialects.spark2 import Spark2
+
+        _ENGINE_NAMING[cls] = (
+            _POSTGRES if isinstance(dialect, Postgres) else _SPARK if isinstance(dialect, Spark2) else None
+        )
+    return _ENGINE_NAMING[cls]
+
+
+_SPARK_OPERATORS = (exp.Add, exp.Sub, exp.Mul, exp.Div, exp.Mod, exp.EQ, exp.NEQ, exp.GT, exp.GTE, exp.LT, exp.LTE)
+_POSTGRES_UNNAMED = (exp.Binary, exp.Literal, exp.Not, exp.Neg)
+
+
+def _engine_name(expr: exp.Expr, engine: str, state: ScriptState) -> str:
+    """The name the engine gives an unaliased select item, where it is sure; "" to name it by its text.
+
+    Both name a cast of a column by the column (``col1::timestamp`` is ``col1``: PostgreSQL's
+    FigureColname, Spark's ResolveAliases). PostgreSQL names an aggregate by its function (``sum``,
+    ``count``) and an operator expression or a constant ``?column?``. Spark names an aggregate of columns by
+    its call without qualifiers (``sum(x)``, ``max(y)`` for ``max(t.y)``, ``count(1)`` for ``count(*)``)
+    and an operator over columns and constants by its text in parentheses (``(a + b)``).
+    """
+    if isinstance(expr, exp.Cast):
+        inner = expr.this
+        return inner.name if isinstance(inner, exp.Column) and not isinstance(inner.this, exp.Star) else ""
+    if engine == _POSTGRES:
+        if isinstance(expr, exp.AggFunc):
+            head = _sql(expr, state).split("(", 1)[0]
+            return head.lower() if head.isidentifier() else ""
+        return "?column?" if isinstance(expr, _POSTGRES_UNNAMED) else ""
+    if isinstance(expr, exp.AggFunc):
+        head = _sql(expr, state).split("(", 1)[0]
+        if not head.isidentifier():
+            return ""
+        if isinstance(expr, exp.Count) and isinstance(expr.this, exp.Star):
+            return f"{head.lower()}(1)"
+        args = list(expr.iter_expressions())
+        distinct = len(args) == 1 and isinstance(args[0], exp.Distinct)
+        if distinct:
+            args = list(args[0].expressions)
+        if not args or not all(_plain_operand(a) for a in args):
+            return ""
+        inner = ", ".join(_unqualified(a, state) for a in args)
+        return f"{head.lower()}({'DISTINCT ' if distinct else ''}{inner})"
+    if isinstance(expr, _SPARK_OPERATORS) and _plain_operand(expr.this) and _plain_operand(expr.expression):
+        return f"({_unqualified(expr, state)})"
+    return ""
+
+
+def _plain_operand(node: exp.Expr | None) -> bool:
+    """A column (not a star) or a number: operands whose text Spark's generated name shows as we write it."""
+    if isinstance(node, exp.Column):
+        return not isinstance(node.this, exp.Star)
+    return isinstance(node, exp.Literal) and not node.is_string
+
+
+def _unqualified(expr: exp.Expr, state: ScriptState) -> str:
+    """SQL text of an expression with its columns' qualifiers left out (Spark's names leave them out)."""
+    if isinstance(expr, exp.Column):
+        return expr.name
+    bare = expr.copy()
+    for col in bare.find_all(exp.Column):
+        for part in ("table", "db", "catalog"):
+            col.set(part, None)
+    return _sql(bare, state)
 
 
 def _text_name(text: str) -> str:
