@@ -704,6 +704,12 @@ class StatementContext:
             ):
                 self._star(scope, qr, proj, open_stars)
                 continue
+            if (
+                isinstance(proj, exp.Dot)
+                and isinstance(proj.expression, exp.Star)
+                and self._struct_star(scope, qr, proj, open_stars)
+            ):
+                continue
             expr = proj.unalias()
             while isinstance(expr, exp.Paren):
                 expr = expr.this
@@ -1347,6 +1353,13 @@ class StatementContext:
                 out.extend(_from_alias(lateral[low], agg, window, func))
                 return
             s = s.parent
+        s = scope  # no source has such a column: a table alias used as a value (the whole row)?
+        while s is not None:
+            row = _row_source(low, s)
+            if row is not None:
+                out.extend(self._row_refs(row, span, agg, window, func))
+                return
+            s = s.parent
         if len(scope.sources) == 1:
             key2 = scope.sources[0].column(name, span, force=True)
             if key2 is not None:
@@ -1355,6 +1368,83 @@ class StatementContext:
         reason = "no table in scope" if not scope.sources else "not a column of any table in scope"
         key = self.orphan(name, span, reason)
         out.append(Ref(key, span, agg, window, func=func, orphan=True))
+
+    def _row_refs(
+        self, src: Source, span: Span | None, agg: bool, window: bool, func: str | None
+    ) -> list[Ref]:
+        """A table alias used as a value (BigQuery's and PostgreSQL's whole row, ``TO_JSON_STRING(t)``):
+        every column of the source, or its ``*`` when its columns are not known - never a column named
+        after the alias."""
+        cols = src.column_list()
+        if cols is None or src.is_open():
+            return [Ref((src.ds.id, src.ds.column("*", span)), span, agg, window, func=func)]
+        return [
+            Ref(key, span, agg, window, func=func) for c in cols if (key := src.column(c, span)) is not None
+        ]
+
+    def _struct_star(self, scope: Scope, qr: QueryResult, proj: exp.Dot, open_stars: list[Source]) -> bool:
+        """``IF(main.id IS NOT NULL, main, extras).* REPLACE (...)``: a star over an expression whose value is
+        a whole row of FROM sources (table aliases used as values). Each output column is that column of
+        every such row, plus the expression's other columns (its condition, fdd as CASE conditions are);
+        EXCEPT drops columns, REPLACE computes them. False when the expression holds no such row (a struct
+        column's fields are not known here: the item is left to the generic path)."""
+        inner = proj.this
+        while isinstance(inner, exp.Paren):
+            inner = inner.this
+        rows: list[Source] = []
+        others: list[exp.Column] = []
+        for col in inner.find_all(exp.Column):
+            if not col.args.get("table") and not isinstance(col.this, exp.Star):
+                row = _row_source(col.name.lower(), scope)
+                if row is not None:
+                    if row not in rows:
+                        rows.append(row)
+                    continue
+            others.append(col)
+        if not rows:
+            return False
+        star = proj.expression
+        excluded = {
+            e.name.lower() for arg in ("except_", "except", "exclude") for e in star.args.get(arg) or []
+        }
+        replaced = {
+            e.alias_or_name.lower(): (e.unalias() if isinstance(e, exp.Alias) else e)
+            for e in star.args.get("replace") or []
+        }
+        cond: list[Ref] = []
+        for col in others:
+            self._collect(col, scope, cond)
+        shape = next((cols for r in rows if not r.is_open() and (cols := r.column_list()) is not None), None)
+        transform = _sql(inner, self.state)
+        for c in shape or [c for c in replaced]:
+            if c.lower() in excluded:
+                continue
+            out = qr.add_output(c)
+            if c.lower() in replaced:
+                expr = replaced[c.lower()]
+                refs: list[Ref] = []
+                self._collect(expr, scope, refs)
+                text = _sql(expr, self.state)
+                for ref in refs:
+                    if not (ref.count_star or ref.rows):
+                        self.graph.add(
+                            FDD, ref.key, (qr.ds.id, out), effect=Effect.MODIFIED_COPY, transform=text
+                        )
+                continue
+            for r in rows:
+                key = r.column(c, None, force=True)
+                if key is not None:
+                    self.graph.add(
+                        FDD, key, (qr.ds.id, out), effect=Effect.MODIFIED_COPY, transform=transform
+                    )
+            for ref in cond:
+                if not (ref.count_star or ref.rows):
+                    self.graph.add(
+                        FDD, ref.key, (qr.ds.id, out), effect=Effect.MODIFIED_COPY, transform=transform
+                    )
+        if shape is None:  # columns named later through this result resolve through the rows
+            open_stars.extend(r for r in rows if r not in open_stars)
+        return True
 
     def _lookup(self, name: str, scope: Scope) -> ColKey | object | None:
         """Unqualified column in one scope: a key, _AMBIGUOUS, or None (not here)."""
@@ -1405,6 +1495,15 @@ def _star_extra(
         return col
 
     return extra
+
+
+def _row_source(low: str, scope: Scope) -> Source | None:
+    """The source of this scope a bare name is the alias of, when no source has a column of that name (a
+    table alias used as a value: the whole row); None otherwise."""
+    for src in scope.sources:
+        if src.alias == low:
+            return None if any(other.has_lower(low) for other in scope.sources) else src
+    return None
 
 
 def _pass_through(
@@ -1670,7 +1769,19 @@ def _naming_engine(dialect: Dialect) -> str | None:
     return _ENGINE_NAMING[cls]
 
 
-_SPARK_OPERATORS = (exp.Add, exp.Sub, exp.Mul, exp.Div, exp.Mod, exp.EQ, exp.NEQ, exp.GT, exp.GTE, exp.LT, exp.LTE)
+_SPARK_OPERATORS = (
+    exp.Add,
+    exp.Sub,
+    exp.Mul,
+    exp.Div,
+    exp.Mod,
+    exp.EQ,
+    exp.NEQ,
+    exp.GT,
+    exp.GTE,
+    exp.LT,
+    exp.LTE,
+)
 _POSTGRES_UNNAMED = (exp.Binary, exp.Literal, exp.Not, exp.Neg)
 
 
