@@ -695,6 +695,7 @@ class StatementContext:
 
         # Select list ------------------------------------------------------------------------------
         aliases: dict[str, list[Ref]] = {}
+        select_aliases = (_SelectListAliases if self._lateral_ok else _LastResortAliases)(aliases)
         agg_cols: list[str] = []
         open_stars: list[Source] = []
         for proj in sel.expressions:
@@ -724,9 +725,7 @@ class StatementContext:
                 name = _text_name(text)
             col = qr.add_output(name)
             refs: list[Ref] = []
-            self._collect(
-                expr, scope, refs, lateral=_SelectListAliases(aliases) if self._lateral_ok else None
-            )
+            self._collect(expr, scope, refs, lateral=select_aliases)
             aliases.setdefault(name.lower(), refs)
             exact = isinstance(expr, exp.Column)
             transform = None
@@ -1334,7 +1333,12 @@ class StatementContext:
             out.append(Ref(key, span, agg, window, func=func, orphan=True))
             return
         low = name.lower()
-        if lateral is not None and low in lateral and not _column_first(name, scope, lateral):
+        if (
+            lateral is not None
+            and low in lateral
+            and type(lateral) is not _LastResortAliases
+            and not _column_first(name, scope, lateral)
+        ):
             # a select-list alias (GROUP BY x, lateral ``x * 2``) unless a known column has that name
             out.extend(_from_alias(lateral[low], agg, window, func))
             return
@@ -1349,10 +1353,21 @@ class StatementContext:
                 key = self.orphan(name, span, f"several tables in FROM ({tables}) and no schema tells which")
                 out.append(Ref(key, span, agg, window, func=func, orphan=True))
                 return
-            if s is scope and lateral is not None and low in lateral:
+            if (
+                s is scope
+                and lateral is not None
+                and low in lateral
+                and type(lateral) is not _LastResortAliases
+            ):
                 out.extend(_from_alias(lateral[low], agg, window, func))
                 return
             s = s.parent
+        if lateral is not None and low in lateral:
+            # a dialect without lateral aliases, but the schema knows every source and none has the name
+            # (nor has an enclosing query): the earlier item's alias is the one reading left (BigQuery's
+            # reusable aliases, an option there; elsewhere the engine would refuse the query)
+            out.extend(_from_alias(lateral[low], agg, window, func))
+            return
         s = scope  # no source has such a column: a table alias used as a value (the whole row)?
         while s is not None:
             row = _row_source(low, s)
@@ -1685,6 +1700,11 @@ class _SelectListAliases(Mapping[str, list["Ref"]]):
 
     def __len__(self) -> int:
         return len(self._aliases)
+
+
+class _LastResortAliases(_SelectListAliases):
+    """The earlier aliases of a select list in a dialect without lateral aliases: read only where no source
+    can have the name (the schema knows them all and none has it), never before a column."""
 
 
 def _column_first(name: str, scope: Scope, lateral: Mapping[str, list[Ref]]) -> bool:
