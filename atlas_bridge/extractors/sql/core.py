@@ -1695,6 +1695,10 @@ class _SelectListAliases(Mapping[str, list["Ref"]]):
     def __getitem__(self, key: str) -> list[Ref]:
         return self._aliases[key]
 
+    def __contains__(self, key: object) -> bool:
+        # asked once per unqualified column: the dict's own test, not Mapping's try/except KeyError
+        return key in self._aliases
+
     def __iter__(self) -> Iterator[str]:
         return iter(self._aliases)
 
