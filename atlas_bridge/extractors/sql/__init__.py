@@ -21,6 +21,7 @@ Modules:
 - :mod:`.sqlglot_fixes` - linear replacements for sqlglot regexes that bad input makes quadratic.
 - :mod:`.resplit` - token rewrites before parsing (T-SQL ``+=``, Teradata attribute lists) and the cutting
   of a T-SQL statement that does not parse whole into the statements it holds (no semicolons between them).
+- :mod:`.bigquery` - BigQuery's partition decorators, date shards and wildcard tables read as one table.
 - :mod:`.partitions` - EXCHANGE PARTITION, UNLOAD, Vertica's partition-moving functions.
 
 Adding a statement handler (e.g. MERGE, UPDATE, LOAD DATA, procedures):
@@ -48,6 +49,7 @@ from typing import Any
 
 from sqlglot import exp
 from sqlglot.dialects.athena import Athena
+from sqlglot.dialects.bigquery import BigQuery
 from sqlglot.dialects.dialect import Dialect
 from sqlglot.dialects.presto import Presto
 from sqlglot.dialects.trino import Trino
@@ -56,7 +58,7 @@ from sqlglot.errors import ErrorLevel, ParseError
 from sqlglot.parser import Parser
 
 from atlas_bridge.errors import ExtractionError
-from atlas_bridge.extractors.sql import resplit, sqlglot_fixes
+from atlas_bridge.extractors.sql import bigquery, resplit, sqlglot_fixes
 from atlas_bridge.extractors.sql.builder import GraphBuilder, ScriptGraph
 from atlas_bridge.extractors.sql.core import (
     QueryResult,
@@ -442,6 +444,8 @@ def _one_statement(
         )
         return None
     stmt = stmts[0]
+    if isinstance(state.dialect, BigQuery):
+        bigquery.group_tables(stmt, state.text[chunk.start : chunk.end])
     ctx = StatementContext(state, index=chunk.index, start=chunk.start, end=chunk.end, deadline=deadline)
     ctx.tokens, ctx.kinds = chunk.tokens, chunk.kinds
     fn = find_handler(stmt)

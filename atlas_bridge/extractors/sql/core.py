@@ -281,6 +281,7 @@ class StatementContext:
         self.dialect = state.dialect
         self._lateral_ok = type(state.dialect).__name__.lower() in LATERAL_ALIAS_DIALECTS
         self._implicit_recursion = type(state.dialect).__name__.lower() in IMPLICIT_RECURSION_DIALECTS
+        self._names_by = _naming_engine(state.dialect)
         self.query_hash = query_hash(self.sql)
         self.key = _statement_key(state, self.query_hash)
         self.process_id: str | None = None
@@ -694,6 +695,7 @@ class StatementContext:
 
         # Select list ------------------------------------------------------------------------------
         aliases: dict[str, list[Ref]] = {}
+        select_aliases = (_SelectListAliases if self._lateral_ok else _LastResortAliases)(aliases)
         agg_cols: list[str] = []
         open_stars: list[Source] = []
         for proj in sel.expressions:
@@ -703,6 +705,12 @@ class StatementContext:
             ):
                 self._star(scope, qr, proj, open_stars)
                 continue
+            if (
+                isinstance(proj, exp.Dot)
+                and isinstance(proj.expression, exp.Star)
+                and self._struct_star(scope, qr, proj, open_stars)
+            ):
+                continue
             expr = proj.unalias()
             while isinstance(expr, exp.Paren):
                 expr = expr.this
@@ -710,14 +718,14 @@ class StatementContext:
                 expr.output_name if isinstance(expr, (exp.Column, exp.Dot)) else ""
             )
             text = None  # the expression's SQL when its name is made of it
+            if not name and self._names_by is not None:
+                name = _engine_name(expr, self._names_by, self.state)
             if not name:
                 text = _sql(expr, self.state)
                 name = _text_name(text)
             col = qr.add_output(name)
             refs: list[Ref] = []
-            self._collect(
-                expr, scope, refs, lateral=_SelectListAliases(aliases) if self._lateral_ok else None
-            )
+            self._collect(expr, scope, refs, lateral=select_aliases)
             aliases.setdefault(name.lower(), refs)
             exact = isinstance(expr, exp.Column)
             transform = None
@@ -1325,7 +1333,12 @@ class StatementContext:
             out.append(Ref(key, span, agg, window, func=func, orphan=True))
             return
         low = name.lower()
-        if lateral is not None and low in lateral and not _column_first(name, scope, lateral):
+        if (
+            lateral is not None
+            and low in lateral
+            and type(lateral) is not _LastResortAliases
+            and not _column_first(name, scope, lateral)
+        ):
             # a select-list alias (GROUP BY x, lateral ``x * 2``) unless a known column has that name
             out.extend(_from_alias(lateral[low], agg, window, func))
             return
@@ -1340,8 +1353,26 @@ class StatementContext:
                 key = self.orphan(name, span, f"several tables in FROM ({tables}) and no schema tells which")
                 out.append(Ref(key, span, agg, window, func=func, orphan=True))
                 return
-            if s is scope and lateral is not None and low in lateral:
+            if (
+                s is scope
+                and lateral is not None
+                and low in lateral
+                and type(lateral) is not _LastResortAliases
+            ):
                 out.extend(_from_alias(lateral[low], agg, window, func))
+                return
+            s = s.parent
+        if lateral is not None and low in lateral:
+            # a dialect without lateral aliases, but the schema knows every source and none has the name
+            # (nor has an enclosing query): the earlier item's alias is the one reading left (BigQuery's
+            # reusable aliases, an option there; elsewhere the engine would refuse the query)
+            out.extend(_from_alias(lateral[low], agg, window, func))
+            return
+        s = scope  # no source has such a column: a table alias used as a value (the whole row)?
+        while s is not None:
+            row = _row_source(low, s)
+            if row is not None:
+                out.extend(self._row_refs(row, span, agg, window, func))
                 return
             s = s.parent
         if len(scope.sources) == 1:
@@ -1352,6 +1383,83 @@ class StatementContext:
         reason = "no table in scope" if not scope.sources else "not a column of any table in scope"
         key = self.orphan(name, span, reason)
         out.append(Ref(key, span, agg, window, func=func, orphan=True))
+
+    def _row_refs(
+        self, src: Source, span: Span | None, agg: bool, window: bool, func: str | None
+    ) -> list[Ref]:
+        """A table alias used as a value (BigQuery's and PostgreSQL's whole row, ``TO_JSON_STRING(t)``):
+        every column of the source, or its ``*`` when its columns are not known - never a column named
+        after the alias."""
+        cols = src.column_list()
+        if cols is None or src.is_open():
+            return [Ref((src.ds.id, src.ds.column("*", span)), span, agg, window, func=func)]
+        return [
+            Ref(key, span, agg, window, func=func) for c in cols if (key := src.column(c, span)) is not None
+        ]
+
+    def _struct_star(self, scope: Scope, qr: QueryResult, proj: exp.Dot, open_stars: list[Source]) -> bool:
+        """``IF(main.id IS NOT NULL, main, extras).* REPLACE (...)``: a star over an expression whose value is
+        a whole row of FROM sources (table aliases used as values). Each output column is that column of
+        every such row, plus the expression's other columns (its condition, fdd as CASE conditions are);
+        EXCEPT drops columns, REPLACE computes them. False when the expression holds no such row (a struct
+        column's fields are not known here: the item is left to the generic path)."""
+        inner = proj.this
+        while isinstance(inner, exp.Paren):
+            inner = inner.this
+        rows: list[Source] = []
+        others: list[exp.Column] = []
+        for col in inner.find_all(exp.Column):
+            if not col.args.get("table") and not isinstance(col.this, exp.Star):
+                row = _row_source(col.name.lower(), scope)
+                if row is not None:
+                    if row not in rows:
+                        rows.append(row)
+                    continue
+            others.append(col)
+        if not rows:
+            return False
+        star = proj.expression
+        excluded = {
+            e.name.lower() for arg in ("except_", "except", "exclude") for e in star.args.get(arg) or []
+        }
+        replaced = {
+            e.alias_or_name.lower(): (e.unalias() if isinstance(e, exp.Alias) else e)
+            for e in star.args.get("replace") or []
+        }
+        cond: list[Ref] = []
+        for col in others:
+            self._collect(col, scope, cond)
+        shape = next((cols for r in rows if not r.is_open() and (cols := r.column_list()) is not None), None)
+        transform = _sql(inner, self.state)
+        for c in shape or [c for c in replaced]:
+            if c.lower() in excluded:
+                continue
+            out = qr.add_output(c)
+            if c.lower() in replaced:
+                expr = replaced[c.lower()]
+                refs: list[Ref] = []
+                self._collect(expr, scope, refs)
+                text = _sql(expr, self.state)
+                for ref in refs:
+                    if not (ref.count_star or ref.rows):
+                        self.graph.add(
+                            FDD, ref.key, (qr.ds.id, out), effect=Effect.MODIFIED_COPY, transform=text
+                        )
+                continue
+            for r in rows:
+                key = r.column(c, None, force=True)
+                if key is not None:
+                    self.graph.add(
+                        FDD, key, (qr.ds.id, out), effect=Effect.MODIFIED_COPY, transform=transform
+                    )
+            for ref in cond:
+                if not (ref.count_star or ref.rows):
+                    self.graph.add(
+                        FDD, ref.key, (qr.ds.id, out), effect=Effect.MODIFIED_COPY, transform=transform
+                    )
+        if shape is None:  # columns named later through this result resolve through the rows
+            open_stars.extend(r for r in rows if r not in open_stars)
+        return True
 
     def _lookup(self, name: str, scope: Scope) -> ColKey | object | None:
         """Unqualified column in one scope: a key, _AMBIGUOUS, or None (not here)."""
@@ -1402,6 +1510,15 @@ def _star_extra(
         return col
 
     return extra
+
+
+def _row_source(low: str, scope: Scope) -> Source | None:
+    """The source of this scope a bare name is the alias of, when no source has a column of that name (a
+    table alias used as a value: the whole row); None otherwise."""
+    for src in scope.sources:
+        if src.alias == low:
+            return None if any(other.has_lower(low) for other in scope.sources) else src
+    return None
 
 
 def _pass_through(
@@ -1559,7 +1676,10 @@ _EXPR = exp.Expr
 LATERAL_ALIAS_DIALECTS = frozenset(
     {"snowflake", "databricks", "spark", "redshift", "teradata", "duckdb", "clickhouse"}
 )
-"""Dialects whose select items may name an earlier item's alias (ANSI, PostgreSQL, BigQuery... may not)."""
+"""Dialects whose select items may name an earlier item's alias (ANSI, PostgreSQL, Hive... may not).
+BigQuery's "reusable column aliases" are a project option, off by default: off, a later item's name that
+is no alias' can only be a column of the sources (the one reading under which the query runs), so BigQuery
+is left out."""
 
 IMPLICIT_RECURSION_DIALECTS = frozenset({"tsql", "fabric", "oracle", "snowflake", "sqlite"})
 """Dialects where a CTE that names itself is recursive without ``WITH RECURSIVE`` (elsewhere the name is a
@@ -1575,11 +1695,20 @@ class _SelectListAliases(Mapping[str, list["Ref"]]):
     def __getitem__(self, key: str) -> list[Ref]:
         return self._aliases[key]
 
+    def __contains__(self, key: object) -> bool:
+        # asked once per unqualified column: the dict's own test, not Mapping's try/except KeyError
+        return key in self._aliases
+
     def __iter__(self) -> Iterator[str]:
         return iter(self._aliases)
 
     def __len__(self) -> int:
         return len(self._aliases)
+
+
+class _LastResortAliases(_SelectListAliases):
+    """The earlier aliases of a select list in a dialect without lateral aliases: read only where no source
+    can have the name (the schema knows them all and none has it), never before a column."""
 
 
 def _column_first(name: str, scope: Scope, lateral: Mapping[str, list[Ref]]) -> bool:
@@ -1644,6 +1773,94 @@ def _ensures_bools(dialect: Dialect) -> bool:
     if cls not in _ENSURE_BOOLS:
         _ENSURE_BOOLS[cls] = bool(getattr(dialect.generator(), "ENSURE_BOOLS", True))
     return _ENSURE_BOOLS[cls]
+
+
+_POSTGRES, _SPARK = "postgres", "spark"
+_ENGINE_NAMING: dict[type[Dialect], str | None] = {}
+
+
+def _naming_engine(dialect: Dialect) -> str | None:
+    """Whose rules name this dialect's unaliased select items, where they are known for sure (else None:
+    the item's SQL text names it). PostgreSQL (and Redshift, built on it) and Spark (Databricks)."""
+    cls = type(dialect)
+    if cls not in _ENGINE_NAMING:
+        from sqlglot.dialects.postgres import Postgres
+        from sqlglot.dialects.spark2 import Spark2
+
+        _ENGINE_NAMING[cls] = (
+            _POSTGRES if isinstance(dialect, Postgres) else _SPARK if isinstance(dialect, Spark2) else None
+        )
+    return _ENGINE_NAMING[cls]
+
+
+_SPARK_OPERATORS = (
+    exp.Add,
+    exp.Sub,
+    exp.Mul,
+    exp.Div,
+    exp.Mod,
+    exp.EQ,
+    exp.NEQ,
+    exp.GT,
+    exp.GTE,
+    exp.LT,
+    exp.LTE,
+)
+_POSTGRES_UNNAMED = (exp.Binary, exp.Literal, exp.Not, exp.Neg)
+
+
+def _engine_name(expr: exp.Expr, engine: str, state: ScriptState) -> str:
+    """The name the engine gives an unaliased select item, where it is sure; "" to name it by its text.
+
+    Both name a cast of a column by the column (``col1::timestamp`` is ``col1``: PostgreSQL's
+    FigureColname, Spark's ResolveAliases). PostgreSQL names an aggregate by its function (``sum``,
+    ``count``) and an operator expression or a constant ``?column?``. Spark names an aggregate of columns by
+    its call without qualifiers (``sum(x)``, ``max(y)`` for ``max(t.y)``, ``count(1)`` for ``count(*)``)
+    and an operator over columns and constants by its text in parentheses (``(a + b)``).
+    """
+    if isinstance(expr, exp.Cast):
+        inner = expr.this
+        return inner.name if isinstance(inner, exp.Column) and not isinstance(inner.this, exp.Star) else ""
+    if engine == _POSTGRES:
+        if isinstance(expr, exp.AggFunc):
+            head = _sql(expr, state).split("(", 1)[0]
+            return head.lower() if head.isidentifier() else ""
+        return "?column?" if isinstance(expr, _POSTGRES_UNNAMED) else ""
+    if isinstance(expr, exp.AggFunc):
+        head = _sql(expr, state).split("(", 1)[0]
+        if not head.isidentifier():
+            return ""
+        if isinstance(expr, exp.Count) and isinstance(expr.this, exp.Star):
+            return f"{head.lower()}(1)"
+        args = list(expr.iter_expressions())
+        distinct = len(args) == 1 and isinstance(args[0], exp.Distinct)
+        if distinct:
+            args = list(args[0].expressions)
+        if not args or not all(_plain_operand(a) for a in args):
+            return ""
+        inner = ", ".join(_unqualified(a, state) for a in args)
+        return f"{head.lower()}({'DISTINCT ' if distinct else ''}{inner})"
+    if isinstance(expr, _SPARK_OPERATORS) and _plain_operand(expr.this) and _plain_operand(expr.expression):
+        return f"({_unqualified(expr, state)})"
+    return ""
+
+
+def _plain_operand(node: exp.Expr | None) -> bool:
+    """A column (not a star) or a number: operands whose text Spark's generated name shows as we write it."""
+    if isinstance(node, exp.Column):
+        return not isinstance(node.this, exp.Star)
+    return isinstance(node, exp.Literal) and not node.is_string
+
+
+def _unqualified(expr: exp.Expr, state: ScriptState) -> str:
+    """SQL text of an expression with its columns' qualifiers left out (Spark's names leave them out)."""
+    if isinstance(expr, exp.Column):
+        return expr.name
+    bare = expr.copy()
+    for col in bare.find_all(exp.Column):
+        for part in ("table", "db", "catalog"):
+            col.set(part, None)
+    return _sql(bare, state)
 
 
 def _text_name(text: str) -> str:

@@ -20,6 +20,8 @@ import re
 from dataclasses import dataclass
 from operator import attrgetter
 
+from sqlglot import tokens as sqlglot_tokens
+from sqlglot.dialects.athena import Athena
 from sqlglot.dialects.dialect import Dialect
 from sqlglot.tokens import Token, TokenType  # type: ignore[attr-defined]
 
@@ -93,7 +95,7 @@ class StatementChunk:
 def split_statements(text: str, dialect: Dialect) -> list[StatementChunk]:
     """Statements of ``text`` in order. Empty statements (``;;``, comments only) are dropped."""
     try:
-        tokens = dialect.tokenize(text)
+        tokens = tokenize(text, dialect)
     except Exception:  # SqlglotError, or the tokenizer's own failure: our scanner cuts the text instead
         return _split_by_scanning(text, dialect)
     chunks: list[StatementChunk] = []
@@ -115,6 +117,19 @@ def split_statements(text: str, dialect: Dialect) -> list[StatementChunk]:
 
 
 _TOKEN_TYPE = attrgetter("token_type")
+
+
+def tokenize(text: str, dialect: Dialect) -> list[Token]:
+    """The dialect's tokens of ``text``. Athena routes a query to Trino, whose tokenizer leaves a backquote
+    as an unknown character, but Athena users backquote schema and table names in queries too (as in their
+    Hive DDL): such a text is read by Athena's tokenizer that knows both quotes (Trino's double quotes
+    stay identifiers, Hive's backquotes become identifiers too)."""
+    tokens = dialect.tokenize(text)
+    if isinstance(dialect, Athena) and any(
+        t.token_type is TokenType.UNKNOWN and t.text == "`" for t in tokens
+    ):
+        return sqlglot_tokens.Tokenizer.tokenize(dialect.tokenizer(), text)
+    return tokens
 
 
 def token_kinds(tokens: list[Token]) -> list[TokenType]:
@@ -159,7 +174,7 @@ def _split_by_scanning(text: str, dialect: Dialect) -> list[StatementChunk]:
         if not piece.strip():
             continue
         try:
-            toks = [t for t in dialect.tokenize(piece) if t.token_type is not TokenType.SEMICOLON]
+            toks = [t for t in tokenize(piece, dialect) if t.token_type is not TokenType.SEMICOLON]
         except Exception as e:  # this piece only
             first = start + len(piece) - len(piece.lstrip())
             chunks.append(
