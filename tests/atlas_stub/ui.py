@@ -158,3 +158,41 @@ class AtlasUI:
 
     def _empty_list(self, path: str, params: dict[str, list[str]], body: Any) -> Any:
         return []  # saved searches, glossaries, entity audits
+
+
+LABEL_CHARS = 18
+"""The UI cuts node labels to this many characters (``String.prototype.trunc(18)`` in atlas-lineage)."""
+
+
+def ui_label(text: str | None) -> str:
+    """A node's label as the Lineage tab draws it with "Display full name" off.
+
+    >>> ui_label("marts.fct_orders.order_amount"), ui_label("fct_orders")
+    ('marts.fct_orders....', 'fct_orders')
+    """
+    text = text if text else " "
+    return text[: LABEL_CHARS - 1] + "..." if len(text) > LABEL_CHARS else text
+
+
+def label_collisions(stub: Any, guids: list[str] | None = None) -> dict[str, int]:
+    """Nodes whose cut label equals another node's of the same kind on the same Lineage tab, summed over
+    the tabs of ``guids`` (default: every ACTIVE DataSet and Process): ``{"process": n, "dataset": n}``,
+    a node counted once per tab it is confused on (Process subtypes and DataSet subtypes apart)."""
+    if guids is None:
+        guids = sorted(
+            g
+            for g, e in stub.entities.items()
+            if e["status"] == "ACTIVE"
+            and (stub._is_a(e["typeName"], "DataSet") or stub._is_a(e["typeName"], "Process"))
+        )
+    out = {"process": 0, "dataset": 0}
+    for guid in guids:
+        answer = stub._lineage(guid, {"direction": ["BOTH"], "depth": ["3"]})
+        for kind, base in (("process", "Process"), ("dataset", "DataSet")):
+            labels: dict[str, int] = {}
+            for header in answer["guidEntityMap"].values():
+                if stub._is_a(header["typeName"], base):
+                    label = ui_label(header["displayText"])
+                    labels[label] = labels.get(label, 0) + 1
+            out[kind] += sum(n for n in labels.values() if n > 1)
+    return out
