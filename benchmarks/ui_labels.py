@@ -91,7 +91,8 @@ def main(argv: list[str] | None = None) -> int:
         found, tabs = collisions(make())
         print(
             f"{name}: {tabs} tabs; nodes whose 18-character label a neighbour shares: "
-            f"processes and column lineage {found['process']}, datasets and columns {found['dataset']}"
+            f"processes {found['process']}, column lineage {found['column_lineage']}, "
+            f"datasets {found['dataset']}, columns {found['column']}"
             f" ({time.perf_counter() - t0:.1f} s)"
         )
     return 0
