@@ -249,6 +249,16 @@ def process_display_name(proc: Process, written: list[Dataset], read: list[Datas
     return f"{text} from {_listing(sources)}" if sources else text
 
 
+def path_display_name(ds: Dataset) -> str:
+    """A path's last segment, then the whole location: paths under one folder differ within the first
+    characters (``orders (hdfs://nn/data/orders)``), where the bare URIs share their first 18.
+
+    >>> path_display_name(Dataset(id="path:x", kind=DatasetKind.PATH, name="x", uri="hdfs://nn/data/orders"))
+    'orders (hdfs://nn/data/orders)'
+    """
+    return f"{short_name(ds)} ({_full_name(ds)})"
+
+
 def column_display_name(column: str, ds: Dataset) -> str:
     """A column, then whose it is: columns of one table, and one column name in several tables, differ
     within the first characters (``order_id (stg_orders)``, ``order_ts (stg_orders)``).
@@ -316,6 +326,7 @@ class _Builder:
                 attrs["resultsetType"] = ds.sub_type
         elif type_name == TYPE_PATH:
             attrs["name"] = ds.name
+            attrs["displayName"] = path_display_name(ds)  # its label: the last segment first
             if ds.uri:
                 attrs["uri"] = ds.uri
             if ds.file_format:
