@@ -91,7 +91,9 @@ def main(argv: list[str] | None = None) -> int:
                     # the UI's own "Full screen" button: the whole graph, not the tab's box
                     driver.find_element(By.CSS_SELECTOR, "[data-id='fullScreen-toggler']").click()
                     time.sleep(1.0)
-                    driver.save_screenshot(str(args.out / name))
+                    # the drawn graph's own box (the SVG group of its nodes and edges), not the margins
+                    graph = driver.find_element(By.CSS_SELECTOR, ".fullscreen-mode svg > g")
+                    graph.screenshot(str(args.out / name))
                     print(f"wrote {args.out / name}")  # noqa: T201
             finally:
                 driver.quit()
