@@ -258,6 +258,9 @@ class Column(_Frozen):
     expression: str | None = None
     """For resultset columns: the SQL text that computes the column."""
     spans: tuple[Span, ...] = ()
+    position: int | None = None
+    """The column's place in its table (0 first, as Hive numbers them), where the table's whole column
+    list is known in its own order (its DDL, its defining query, a given schema); None otherwise."""
 
 
 class Dataset(_Frozen):
@@ -704,6 +707,10 @@ def _merge_dataset(a: Dataset, b: Dataset) -> Dataset:
         old = cols.get(c.name)
         if old is None or (old.data_type is None and c.data_type is not None):
             cols[c.name] = c
+            if old is not None and c.position is None and old.position is not None:
+                cols[c.name] = c.model_copy(update={"position": old.position})
+        elif old.position is None and c.position is not None:
+            cols[c.name] = old.model_copy(update={"position": c.position})
     # A table seen once as a view is a view: CREATE VIEW outranks a bare reference.
     kind = (
         a.kind if a.kind is b.kind else (DatasetKind.VIEW if DatasetKind.VIEW in (a.kind, b.kind) else a.kind)

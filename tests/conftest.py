@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 
 # Fixture modules, one per area, so each area owns its own file.
-pytest_plugins = ["fixtures_atlas", "fixtures_spark", "fixtures_kafka"]
+pytest_plugins = ["fixtures_atlas", "fixtures_spark", "fixtures_kafka", "fixtures_browser"]
 
 REPO = Path(__file__).resolve().parent.parent
 SHARED = next((p / "shared" for p in REPO.parents if (p / "shared").is_dir()), REPO.parent / "shared")

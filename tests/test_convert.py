@@ -333,8 +333,9 @@ def test_direct_and_indirect_column_lineage_are_told_apart() -> None:
     assert indirect["attributes"]["clauses"] == ["where"]
     assert indirect["attributes"]["expression"] == "status = 'X'"
     assert _inputs(indirect) == ["sales.orders.status@primary"]
-    assert direct["attributes"]["name"] == "mart.big_orders.amount (direct)"
-    assert indirect["attributes"]["name"] == "mart.big_orders.amount (indirect: where)"
+    # the UI cuts labels to 18 characters: the kind ("=" direct, "~" indirect) comes right after the column
+    assert direct["attributes"]["name"] == "amount=big_orders, from orders.amount"
+    assert indirect["attributes"]["name"] == "amount~big_orders, filtered by where on orders.status"
     for cl in (direct, indirect):
         assert cl["relationshipAttributes"]["process"]["uniqueAttributes"]["qualifiedName"] == pqn
         assert [o["uniqueAttributes"]["qualifiedName"] for o in cl["relationshipAttributes"]["outputs"]] == [

@@ -8,9 +8,6 @@ payloads, and the highlight after a click with the lineage closure computed here
 from __future__ import annotations
 
 import json
-import shutil
-import tempfile
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -23,44 +20,6 @@ from atlas_bridge.page import page_data, write_lineage_page
 REPO = Path(__file__).resolve().parent.parent
 WAREHOUSE = REPO / "examples" / "warehouse"
 DOCS_SHOT = REPO / "docs" / "lineage-page.png"
-CHROMIUM = Path("/usr/bin/chromium")
-CHROMEDRIVER = Path("/usr/bin/chromedriver")
-FLAGS = (
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--disable-dev-shm-usage",
-    "--window-size=1600,1000",
-)
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    """One headless chromium for the module, with a fresh profile; skipped where it is not installed."""
-    webdriver = pytest.importorskip("selenium.webdriver")
-    if not (CHROMIUM.exists() and CHROMEDRIVER.exists()):
-        pytest.skip("chromium and chromium-driver are not installed (.ci/run installs them)")
-    from selenium.webdriver.chrome.service import Service
-
-    profile = tempfile.mkdtemp(prefix="atlas-bridge-chromium-")
-    options = webdriver.ChromeOptions()
-    options.binary_location = str(CHROMIUM)
-    for flag in (*FLAGS, f"--user-data-dir={profile}"):
-        options.add_argument(flag)
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("SE_OFFLINE", "true")  # Selenium Manager must not look anything up on the network
-        driver = webdriver.Chrome(service=Service(str(CHROMEDRIVER)), options=options)
-    driver.set_page_load_timeout(60)
-    try:
-        yield driver
-    finally:
-        driver.quit()
-        shutil.rmtree(profile, ignore_errors=True)
 
 
 @pytest.fixture(scope="module")

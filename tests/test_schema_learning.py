@@ -281,8 +281,16 @@ def test_our_own_columns_are_read_back_with_their_types(atlas_stub: Any) -> None
         client.post_entities(batch)
     tables, unordered, warnings = read_atlas_schema(client, [(None, "mart", "t")], namespace="primary")
     assert tables == [(None, "mart", "t", [("a", "INT"), ("b", "STRING")])]
-    assert unordered == {(None, "mart", "t")}
+    assert unordered == set()  # our columns carry their position where the DDL told it (issue 32)
     assert warnings == []
+    # a table whose order no statement told (only read by name) stays unordered
+    for batch in to_atlas_batches(
+        end_to_end(extract_sql_lineage("insert into mart.w select x from s.v", "hive").lineage),
+        namespace="primary",
+    ):
+        client.post_entities(batch)
+    _, unordered, _ = read_atlas_schema(client, [(None, "s", "v")], namespace="primary")
+    assert unordered == {(None, "s", "v")}
 
 
 def test_a_failing_atlas_is_a_warning_not_a_crash(atlas_stub: Any) -> None:

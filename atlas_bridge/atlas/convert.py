@@ -61,6 +61,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -182,6 +183,118 @@ def _dataset_type(ds: Dataset, resultsets: bool = False) -> str | None:
     return None
 
 
+# -- display names: what Atlas's web UI writes on a node (``name``, or the type's displayTextAttribute) ------
+# The Lineage tab cuts labels to 18 characters (17 and "...") unless "Display full name" is on, so a name
+# starts with what tells it from its neighbours on a tab; with full names on it still reads as a sentence.
+# qualifiedNames stay in ``naming``: these are for reading only.
+
+_LISTED = 3
+"""Names listed in a display name before "and N more"."""
+
+
+def short_name(ds: Dataset) -> str:
+    """What a dataset's label starts with: a table's or view's own name, a path's last segment.
+
+    >>> from atlas_bridge.model import dataset_id
+    >>> short_name(Dataset(id="path:x", kind=DatasetKind.PATH, name="x", uri="s3a://b/exports/daily/"))
+    'daily'
+    >>> short_name(Dataset(id=dataset_id(DatasetKind.TABLE, "Orders", "Sales"), kind=DatasetKind.TABLE,
+    ...                    name="Orders", db="Sales"))
+    'orders'
+    """
+    if ds.kind in (DatasetKind.PATH, DatasetKind.STAGE) and (ds.uri or ds.kind is DatasetKind.PATH):
+        uri = (ds.uri or ds.name).rstrip("/")
+        return uri.rsplit("/", 1)[-1] or uri
+    return ds.name.lower()
+
+
+def _full_name(ds: Dataset) -> str:
+    if ds.kind in (DatasetKind.PATH, DatasetKind.STAGE) and (ds.uri or ds.kind is DatasetKind.PATH):
+        return ds.uri or ds.name
+    return ".".join(p for p in (ds.catalog, ds.db, ds.name) if p).lower()
+
+
+def _listing(names: Iterable[str]) -> str:
+    """``a``, ``a and b``, ``a, b and c``, ``a, b, c and 2 more``."""
+    items = list(dict.fromkeys(names))
+    if len(items) > _LISTED:
+        return f"{', '.join(items[:_LISTED])} and {len(items) - _LISTED} more"
+    if len(items) > 1:
+        return f"{', '.join(items[:-1])} and {items[-1]}"
+    return items[0] if items else ""
+
+
+def _operation_words(operation: str) -> str:
+    """``insert_overwrite`` -> ``insert overwrite``; ``InsertIntoHiveTable`` -> ``insert into hive table``."""
+    spaced = re.sub(r"(?<=[a-z0-9])(?=[A-Z])", " ", operation)
+    return " ".join(spaced.replace("_", " ").lower().split())
+
+
+def process_display_name(proc: Process, written: list[Dataset], read: list[Dataset]) -> str:
+    """What the process writes first (the tables' own names), then what it does, from what.
+
+    >>> from atlas_bridge.model import dataset_id
+    >>> def t(db, n):
+    ...     return Dataset(id=dataset_id(DatasetKind.TABLE, n, db), kind=DatasetKind.TABLE, name=n, db=db)
+    >>> p = Process(id="process:1", type="insert_overwrite", name="Insert overwrite marts.fct_orders",
+    ...             query_hash="ab" * 32)
+    >>> process_display_name(p, [t("marts", "fct_orders")], [t("staging", "orders"), t("staging", "items")])
+    'fct_orders: insert overwrite from staging.items and staging.orders'
+    """
+    if not written:
+        return proc.name or _operation_words(proc.type)
+    head = _listing(sorted({short_name(d) for d in written}))
+    text = f"{head}: {_operation_words(proc.type)}"
+    sources = sorted({_full_name(d) for d in read})
+    return f"{text} from {_listing(sources)}" if sources else text
+
+
+def path_display_name(ds: Dataset) -> str:
+    """A path's last segment, then the whole location: paths under one folder differ within the first
+    characters (``orders (hdfs://nn/data/orders)``), where the bare URIs share their first 18.
+
+    >>> path_display_name(Dataset(id="path:x", kind=DatasetKind.PATH, name="x", uri="hdfs://nn/data/orders"))
+    'orders (hdfs://nn/data/orders)'
+    """
+    return f"{short_name(ds)} ({_full_name(ds)})"
+
+
+def column_display_name(column: str, ds: Dataset) -> str:
+    """A column, then whose it is: columns of one table, and one column name in several tables, differ
+    within the first characters (``order_id (stg_orders)``, ``order_ts (stg_orders)``).
+
+    >>> from atlas_bridge.model import dataset_id
+    >>> column_display_name("Order_Id", Dataset(id=dataset_id(DatasetKind.TABLE, "stg_orders", "staging"),
+    ...                                         kind=DatasetKind.TABLE, name="stg_orders", db="staging"))
+    'order_id (stg_orders)'
+    """
+    return f"{column.lower()} ({short_name(ds)})"
+
+
+def column_lineage_display_name(
+    column: str, target: Dataset, dependency: str, clauses: list[str], sources: list[str]
+) -> str:
+    """The target column, ``=`` (DIRECT: its value comes from the sources) or ``~`` (INDIRECT: its rows
+    are chosen by them), its table, then where from: a direct and an indirect lineage of one column, and
+    the same column name in two tables, differ within the first characters (no spaces around the mark:
+    a 14-character column name still leaves its table two).
+
+    >>> from atlas_bridge.model import dataset_id
+    >>> t = Dataset(id=dataset_id(DatasetKind.TABLE, "fct_orders", "marts"), kind=DatasetKind.TABLE,
+    ...             name="fct_orders", db="marts")
+    >>> column_lineage_display_name("order_amount", t, "DIRECT", [], ["items.qty", "items.price"])
+    'order_amount=fct_orders, from items.qty and items.price'
+    >>> column_lineage_display_name("order_amount", t, "INDIRECT", ["join", "where"], ["orders.status"])
+    'order_amount~fct_orders, filtered by join and where on orders.status'
+    """
+    direct = dependency == naming.DEPENDENCY_DIRECT
+    text = f"{column.lower()}{'=' if direct else '~'}{short_name(target)}"
+    if direct:
+        return f"{text}, from {_listing(sources)}" if sources else text
+    how = f"filtered by {_listing(clauses)}" if clauses else "filtered"
+    return f"{text}, {how} on {_listing(sources)}" if sources else f"{text}, {how}"
+
+
 class _Builder:
     """Collects the entities of one lineage, keyed by (typeName, qualifiedName)."""
 
@@ -197,6 +310,7 @@ class _Builder:
         self._column_qns: dict[tuple[str, str], str] = {}
         self._column_refs: dict[tuple[str, str, str], _Ref] = {}
         self.dataset_id_of_column: dict[_Ref, str] = {}
+        self.column_of_ref: dict[_Ref, str] = {}
 
     # -- datasets ---------------------------------------------------------------------------------
     def add_dataset(self, ds: Dataset) -> str | None:
@@ -212,6 +326,7 @@ class _Builder:
                 attrs["resultsetType"] = ds.sub_type
         elif type_name == TYPE_PATH:
             attrs["name"] = ds.name
+            attrs["displayName"] = path_display_name(ds)  # its label: the last segment first
             if ds.uri:
                 attrs["uri"] = ds.uri
             if ds.file_format:
@@ -246,9 +361,17 @@ class _Builder:
                 continue
             cqn = self.column_qn(ds.id, col.name)
             key = (TYPE_COLUMN, cqn)
-            cattrs: dict[str, Any] = {"qualifiedName": cqn, "name": col.name.lower()}
+            # name: the column's own (the Schema tab's rows); displayName (the type's displayTextAttribute):
+            # whose column it is, as the Lineage tab labels it
+            cattrs: dict[str, Any] = {
+                "qualifiedName": cqn,
+                "name": col.name.lower(),
+                "displayName": column_display_name(col.name, ds),
+            }
             if col.data_type:
                 cattrs["type"] = col.data_type
+            if col.position is not None and type_name != TYPE_RESULTSET:
+                cattrs["position"] = col.position  # the Schema tab's order
             if col.expression and type_name == TYPE_RESULTSET:
                 cattrs["expression"] = col.expression
             existing = self.entities.get(key)
@@ -286,16 +409,23 @@ class _Builder:
                 TYPE_COLUMN, self.column_qn(dataset_id, column), relationship_type
             )
             self.dataset_id_of_column[ref] = dataset_id
+            self.column_of_ref[ref] = column
         return ref
 
     # -- processes --------------------------------------------------------------------------------
-    def add_process(self, proc: Process, inputs: Iterable[str], outputs: Iterable[str]) -> _Entity:
+    def add_process(
+        self, proc: Process, inputs: Iterable[str], outputs: Iterable[str], targets: Iterable[str] = ()
+    ) -> _Entity:
+        """``targets``: what the process writes (model dataset ids) when it has no table-level output."""
         qn = self.process_qn[proc.id]
         entity = self.entities.get((TYPE_PROCESS, qn))
+        inputs, outputs = list(inputs), list(outputs)
         if entity is None:
+            written = [self.by_id[i] for i in dict.fromkeys([*outputs, *targets]) if i in self.by_id]
+            read = [self.by_id[i] for i in dict.fromkeys(inputs) if i in self.by_id]
             attrs: dict[str, Any] = {
                 "qualifiedName": qn,
-                "name": proc.name or proc.type,
+                "name": process_display_name(proc, written, read),
                 "operationType": proc.type,
                 "queryHash": proc.query_hash,
             }
@@ -549,9 +679,14 @@ def _build(
 
     # Processes: those with table-level edges or column lineage; one entity per qualifiedName.
     proc_entities: dict[str, _Entity] = {}
-    for pid in sorted(set(table_edges) | {cl.process_id for cl in col_lineage.values()}):
+    cl_targets: dict[str, set[str]] = defaultdict(set)
+    for cl in col_lineage.values():
+        cl_targets[cl.process_id].add(cl.target_id)
+    for pid in sorted(set(table_edges) | set(cl_targets)):
         pairs = sorted(table_edges.get(pid, ()))
-        proc_entities[pid] = b.add_process(b.procs[pid], [s for s, _ in pairs], [t for _, t in pairs])
+        proc_entities[pid] = b.add_process(
+            b.procs[pid], [s for s, _ in pairs], [t for _, t in pairs], sorted(cl_targets.get(pid, ()))
+        )
 
     for (pqn, out_qn, dep), cl in col_lineage.items():
         # A column is never its own source (MERGE ... ON t.id = s.id makes t.id restrict the rows written
@@ -560,9 +695,15 @@ def _build(
         if not cl.inputs and not cl.table_inputs:
             continue
         qn = naming.column_lineage_qualified_name(pqn, out_qn, dep, namespace)
-        label = out_qn.removesuffix(f"@{namespace}")
         clauses = sorted(cl.clauses)
-        name = f"{label} ({dep.lower()}{': ' + ', '.join(clauses) if clauses else ''})"
+        sources = [
+            f"{short_name(b.by_id[b.dataset_id_of_column[r]])}.{b.column_of_ref[r].lower()}"
+            for r in sorted(cl.inputs)
+        ]
+        sources += [short_name(b.by_id[i]) for i in sorted(cl.table_inputs)]
+        name = column_lineage_display_name(
+            b.column_of_ref[cl.output], b.by_id[cl.target_id], dep, clauses, sources
+        )
         attrs: dict[str, Any] = {"qualifiedName": qn, "name": name, "dependencyType": dep}
         if clauses:
             attrs["clauses"] = clauses

@@ -4,9 +4,9 @@
 Tables are looked up by qualifiedName (:mod:`atlas_bridge.naming`, the Hive hook's convention) in bulk
 ``uniqueAttribute`` requests of at most ``batch`` names, then their columns the same way; at most
 ``max_tables`` tables per run. Columns come in their ``position`` order when every column has one (the
-Hive hook's do); ours have no position, so their table is marked *unordered*: its names resolve columns,
-but an INSERT without a column list does not map by its order. A failed request is a warning (the rest of
-the run goes on without what it would have told), never an error.
+Hive hook's do, and ours where the table's order was known); a table with a column without one is marked
+*unordered*: its names resolve columns, but an INSERT without a column list does not map by its order. A
+failed request is a warning (the rest of the run goes on without what it would have told), never an error.
 """
 
 from __future__ import annotations

@@ -35,6 +35,7 @@ _COMMAND_MODULES = (
     "atlas_bridge.cli.atlas",
     "atlas_bridge.cli.scan",
     "atlas_bridge.cli.instrument",
+    "atlas_bridge.cli.icons",
 )
 
 

@@ -14,6 +14,10 @@ queued (optionally for one path) or drawn at random with a fixed seed:
   credentials in it encoded one of the ways in :data:`ECHOES`.
 
 Only loopback; every handler ends when the server stops, and no wait is longer than ``max_hold_s``.
+
+With ``webapp`` (a folder, e.g. Atlas's built web UI ``shared/atlas-ui/webapp``) every GET outside ``/api/``
+is a static file from there, so a browser opens Atlas's own UI against the stub; ``static_log`` records
+each such request with its status.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from __future__ import annotations
 import base64
 import html
 import json
+import mimetypes
 import random
 import re
 import socket
@@ -32,8 +37,9 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
-from urllib.parse import quote, urlencode
+from urllib.parse import quote, unquote, urlencode, urlsplit
 
 import requests
 
@@ -109,6 +115,7 @@ class FaultServer:
         *,
         tls: ssl.SSLContext | None = None,
         max_hold_s: float = 20.0,
+        webapp: Path | None = None,
     ) -> None:
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
         self._server.daemon_threads = True
@@ -128,6 +135,9 @@ class FaultServer:
         self.stub_lock = threading.Lock()
         self.log: list[tuple[str, str, str]] = []
         """(method, path, outcome) per request: ``ok``, or the fault kind."""
+        self.webapp = webapp.resolve() if webapp is not None else None
+        self.static_log: list[tuple[str, int]] = []
+        """(path, status) per static file asked for (``webapp``)."""
         self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05})
         self._thread.daemon = True
 
@@ -196,6 +206,9 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _serve(self) -> None:
         srv: FaultServer = self.server.fault_server  # type: ignore[attr-defined]
+        if srv.webapp is not None and self.command == "GET" and not self.path.startswith("/api/"):
+            self._static(srv, srv.webapp)
+            return
         length = int(self.headers.get("Content-Length") or 0)
         body = self.rfile.read(length) if length else None
         host = srv.url
@@ -266,6 +279,19 @@ class _Handler(BaseHTTPRequestHandler):
                     break
             self._reset()
             return
+        self._send(status, headers, payload)
+
+    def _static(self, srv: FaultServer, root: Path) -> None:
+        """A file of ``root`` (``/`` is ``index.html``); 404 for anything else, nothing outside ``root``."""
+        rel = unquote(urlsplit(self.path).path).lstrip("/") or "index.html"
+        target = (root / rel).resolve()
+        if target.is_relative_to(root) and target.is_file():
+            ctype = mimetypes.guess_type(target.name)[0] or "application/octet-stream"
+            status, headers, payload = 200, {"Content-Type": ctype}, target.read_bytes()
+        else:
+            status, headers, payload = 404, {"Content-Type": "text/plain"}, b"Not Found"
+        with srv.lock:
+            srv.static_log.append((urlsplit(self.path).path, status))
         self._send(status, headers, payload)
 
     def _send(self, status: int, headers: dict[str, str], payload: bytes) -> None:

@@ -46,7 +46,8 @@ class LineageGraph:
             "baseEntityGuid": guid,
             "lineageDirection": direction,
             "lineageDepth": depth,
-            "guidEntityMap": {g: self._header(g) for g in sorted(nodes)},
+            # shared/atlas-ui/README.md: each header carries the lists Atlas always sends (meanings too)
+            "guidEntityMap": {g: {**self._header(g), "meanings": []} for g in sorted(nodes)},
             "relations": list(relations.values()),
             "relationsOnDemand": {},
         }

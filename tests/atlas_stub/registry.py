@@ -172,7 +172,7 @@ class TypeRegistry:
     def _get_typedefs(self, path: str, params: dict[str, list[str]], body: Any) -> Any:
         out: dict[str, list[Any]] = {key: [] for key, _c in _DEF_KEYS}
         for d in self._filter_defs(params):
-            out[_CATEGORY_KEY[d["category"]]].append(_public_def(d))
+            out[_CATEGORY_KEY[d["category"]]].append(self._answer_def(d))
         return out
 
     def _get_typedef_by_name(self, path: str, params: dict[str, list[str]], body: Any) -> Any:
@@ -189,7 +189,39 @@ class TypeRegistry:
         }.get(kind)
         if d is None or (want is not None and d["category"] != want):
             raise AtlasHTTPError(404, "ATLAS-404-00-001", f"Given typename {name} was invalid")
-        return _public_def(d)
+        return self._answer_def(d)
+
+    def _answer_def(self, d: dict[str, Any]) -> dict[str, Any]:
+        """A def as a GET answers it: Atlas always sends the lists a def may leave out (``attributeDefs``,
+        ``superTypes``) and what it derives (``subTypes``, ``relationshipAttributeDefs``); Atlas's web UI
+        reads them without checking they are there."""
+        out = _public_def(d)
+        if d["category"] in ("ENTITY", "STRUCT", "CLASSIFICATION", "BUSINESS_METADATA", "RELATIONSHIP"):
+            out.setdefault("attributeDefs", [])
+        if d["category"] in ("ENTITY", "CLASSIFICATION"):
+            out.setdefault("superTypes", [])
+            out["subTypes"] = sorted(
+                t["name"]
+                for t in self.typedefs.values()
+                if t["category"] == d["category"] and d["name"] in (t.get("superTypes") or [])
+            )
+        if d["category"] == "ENTITY":
+            out["relationshipAttributeDefs"] = [
+                {
+                    "name": rel.name,
+                    "typeName": f"array<{rel.other_type}>" if rel.cardinality != "SINGLE" else rel.other_type,
+                    "isOptional": True,
+                    "cardinality": rel.cardinality,
+                    "isUnique": False,
+                    "isIndexable": False,
+                    "relationshipTypeName": rel.relationship,
+                    "isLegacyAttribute": rel.is_legacy,
+                }
+                for rels in self._rel_attrs_all(d["name"]).values()
+                for rel in rels
+            ]
+            out.setdefault("businessAttributeDefs", {})
+        return out
 
     def _incoming_defs(self, body: Any) -> list[dict[str, Any]]:
         if not isinstance(body, dict):

@@ -14,9 +14,10 @@ from atlas_stub.common import BASE_MODEL, DEFAULT_BASE_URL, AtlasHTTPError, Rece
 from atlas_stub.entities import EntityStore
 from atlas_stub.lineage import LineageGraph
 from atlas_stub.registry import TypeRegistry
+from atlas_stub.ui import AtlasUI
 
 
-class AtlasStub(TypeRegistry, EntityStore, LineageGraph):
+class AtlasStub(TypeRegistry, EntityStore, LineageGraph, AtlasUI):
     """In-memory Atlas: typedef store, entity store with relationships, lineage, fault injection."""
 
     def __init__(
@@ -116,7 +117,32 @@ class AtlasStub(TypeRegistry, EntityStore, LineageGraph):
             ("GET", r"/lineage/uniqueAttribute/type/([^/?]+)/?", self._get_lineage_by_attr),
             ("GET", r"/lineage/([^/?]+)/?", self._get_lineage),
         ]
-        self._routes = [(m, re.compile(r"/api/atlas/v2" + pat + "$"), h) for m, pat, h in routes]
+        # What Atlas's web UI asks besides (atlas_stub.ui), so an entity page works against the stub; first,
+        # where they are more specific than the REST routes (an entity's header, the root types).
+        ui: list[tuple[str, str, Any]] = [
+            ("GET", r"/types/(entitydef|classificationdef)/name/_ALL_(ENTITY|CLASSIFICATION)_TYPES/?",
+             self._root_typedef),
+            ("GET", r"/entity/guid/([^/?]+)/header/?", self._get_entity_header),
+            ("GET", r"/entity/([^/?]+)/audit/?", self._empty_list),
+            ("GET", r"/search/relationship/?", self._search_relationship),
+            ("GET", r"/search/basic/?", self._search_basic),
+            ("POST", r"/search/basic/?", self._search_basic),
+            ("GET", r"/search/saved/?", self._empty_list),
+            ("GET", r"/glossary/?", self._empty_list),
+        ]  # fmt: skip
+        admin: list[tuple[str, str, Any]] = [
+            ("GET", r"/session/?", self._admin_session),
+            ("GET", r"/version/?", self._admin_version),
+            ("GET", r"/status/?", self._admin_status),
+            ("GET", r"/metrics/?", self._admin_metrics),
+            ("GET", r"/tasks/?", self._admin_empty_list),
+            ("GET", r"/audits/?", self._admin_empty_list),
+        ]
+        # (method, regex over the local path, handler, prefix cut before the handler sees the path)
+        self._routes = [
+            *[(m, re.compile(r"/api/atlas/v2" + pat + "$"), h, "/api/atlas/v2") for m, pat, h in ui + routes],
+            *[(m, re.compile(r"/api/atlas/admin" + pat + "$"), h, "/api/atlas") for m, pat, h in admin],
+        ]
         # One callback per method over the whole base URL: responses drops the first of several matching
         # registrations, so routes must not overlap there; dispatch happens in _dispatch.
         for method in ("GET", "POST", "PUT", "DELETE"):
@@ -129,9 +155,9 @@ class AtlasStub(TypeRegistry, EntityStore, LineageGraph):
     def _route(self, method: str, path: str) -> tuple[Any, str]:
         base_path = urlsplit(self.base_url).path.rstrip("/")
         local = path[len(base_path) :] if path.startswith(base_path) else path
-        for m, regex, handler in self._routes:
+        for m, regex, handler, prefix in self._routes:
             if m == method and regex.match(local):
-                return handler, local[len("/api/atlas/v2") :]
+                return handler, local[len(prefix) :]
         return None, local
 
     def _wrap(self, method: str) -> Any:

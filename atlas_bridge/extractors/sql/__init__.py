@@ -59,7 +59,7 @@ from sqlglot.parser import Parser
 
 from atlas_bridge.errors import ExtractionError
 from atlas_bridge.extractors.sql import bigquery, resplit, sqlglot_fixes
-from atlas_bridge.extractors.sql.builder import GraphBuilder, ScriptGraph
+from atlas_bridge.extractors.sql.builder import DatasetBuilder, GraphBuilder, ScriptGraph
 from atlas_bridge.extractors.sql.core import (
     QueryResult,
     ScriptState,
@@ -78,7 +78,14 @@ from atlas_bridge.extractors.sql.resplit import statement_pieces as resplit_piec
 from atlas_bridge.extractors.sql.schema import LearnedTable, SchemaIndex, TableKey
 from atlas_bridge.extractors.sql.split import LineIndex, StatementChunk, split_statements
 from atlas_bridge.extractors.sql.textual import failure, parse_failure
-from atlas_bridge.model import ExtractionResult, Lineage, PausedGC, Problem, construct_complete
+from atlas_bridge.model import (
+    DatasetKind,
+    ExtractionResult,
+    Lineage,
+    PausedGC,
+    Problem,
+    construct_complete,
+)
 
 __all__ = [
     "DEFAULT_TIME_BUDGET_S",
@@ -272,7 +279,7 @@ def _lineage(state: ScriptState, d: Dialect, time_budget_s: float | None, paused
             done.append((chunk, g))
         paused.tidy()
     try:
-        return script.freeze()
+        return script.freeze(lambda ds: _positions(state, ds))
     except Exception:  # a bug of ours: keep every statement that merges cleanly, report the others
         logger.debug("merging the statements failed", exc_info=True)
         return _salvage(state, done)
@@ -356,6 +363,23 @@ def _contained(
     return graphs
 
 
+def _positions(state: ScriptState, ds: DatasetBuilder) -> dict[str, int] | None:
+    """A table's or view's column positions (lower-cased name -> 0-based place), from the script's schema
+    where it knows the table's columns in their own order (its DDL, its defining query, a given schema)."""
+    if ds.kind not in (DatasetKind.TABLE, DatasetKind.VIEW):
+        return None
+    db = ds.db or state.default_db or None
+    if not state.schema.in_order(ds.catalog, db, ds.name):
+        return None
+    cols = state.schema.columns(ds.catalog, db, ds.name, record=False)
+    if not cols:
+        return None
+    positions: dict[str, int] = {}
+    for i, (name, _type) in enumerate(cols):
+        positions.setdefault(name.lower(), i)
+    return positions
+
+
 def _salvage(state: ScriptState, done: list[tuple[StatementChunk, GraphBuilder]]) -> Lineage:
     """Statement by statement, keep what freezes together; the others become internal-error problems."""
     kept: list[GraphBuilder] = []
@@ -365,7 +389,7 @@ def _salvage(state: ScriptState, done: list[tuple[StatementChunk, GraphBuilder]]
         for g in [*kept, graph]:
             trial.absorb(g)
         try:
-            lineage = trial.freeze()
+            lineage = trial.freeze(lambda ds: _positions(state, ds))
         except Exception as e:
             msg = f"internal error: statement lineage does not merge: {str(e).splitlines()[-1].strip()}"
             state.problems.append(_problem(state, chunk.index, chunk.start, msg, "internal"))

@@ -11,6 +11,7 @@ equals the validated construction.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from itertools import groupby
 from operator import eq, itemgetter
@@ -35,6 +36,9 @@ from atlas_bridge.model import (
 )
 from atlas_bridge.model import construct_all as _complete_all
 from atlas_bridge.model import construct_complete as _complete
+
+PositionsOf = Callable[["DatasetBuilder"], Mapping[str, int] | None]
+"""A dataset's column positions (lower-cased name -> place), where known."""
 
 
 @dataclass(slots=True)  # many per statement: slots make them cheaper to build and to collect
@@ -79,7 +83,8 @@ class DatasetBuilder:
     def has_column(self, name: str) -> bool:
         return name.lower() in self.columns
 
-    def freeze(self) -> Dataset:
+    def freeze(self, positions: Mapping[str, int] | None = None) -> Dataset:
+        """``positions``: each column's place in the table by lower-cased name, where known."""
         # sorted as Dataset's validator sorts them: system last, then by lower-cased name (the key), then
         # by name; decorated rather than keyed, so no Python call per column (hot path)
         order = sorted([(c.system, key, c.name, c) for key, c in self.columns.items()])
@@ -92,8 +97,9 @@ class DatasetBuilder:
                     "data_type": c.data_type,
                     "expression": None,
                     "spans": _spans(c.spans) if len(c.spans) > 1 else tuple(c.spans),
+                    "position": positions.get(key) if positions else None,
                 }
-                for _, _, _, c in order  # (a starred target would make a list per column)
+                for _, key, _, c in order  # (a starred target would make a list per column)
             ],
         )
         return _complete(
@@ -282,10 +288,11 @@ class ScriptGraph:
         self.processes.extend(graph.processes)
         self.procedures.extend(graph.procedures)
 
-    def freeze(self) -> Lineage:
+    def freeze(self, positions: PositionsOf | None = None) -> Lineage:
         """The canonical Lineage, built as its validator would build it (sorted, de-duplicated, every end
         and process resolvable), without validating each object again. Raises ValueError where the
-        validator would (a dangling end, two different processes under one id): a bug of ours."""
+        validator would (a dangling end, two different processes under one id): a bug of ours.
+        ``positions`` tells a dataset's column positions (the script's schema), where known."""
         processes = _unique_by_id(self.processes, "process")
         procedures = _unique_by_id(self.procedures, "procedure")
         columns = {(d.id, c.name) for d in self.datasets.values() for c in d.columns.values()}
@@ -374,7 +381,10 @@ class ScriptGraph:
         return _complete(
             Lineage,
             {
-                "datasets": tuple(self.datasets[k].freeze() for k in sorted(self.datasets)),
+                "datasets": tuple(
+                    self.datasets[k].freeze(positions(self.datasets[k]) if positions else None)
+                    for k in sorted(self.datasets)
+                ),
                 "processes": tuple(sorted(processes, key=_id)),
                 "relations": tuple(relations),
                 "procedures": tuple(sorted(procedures, key=_id)),
