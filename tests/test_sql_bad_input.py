@@ -213,3 +213,21 @@ def test_linear_interval_regex_finds_what_sqlglots_finds(text: str) -> None:
     original = re.compile(sqlglot_fixes._ORIGINAL_INTERVAL)
     for t in (text, " " * 800 + text, text + " " * 800 + "x 1 d"):
         assert sqlglot_fixes.INTERVAL_STRING_RE.findall(t) == original.findall(t)
+
+
+# -- T-SQL batches as SQL Server Management Studio writes them --------------------------------------------
+
+
+@pytest.mark.parametrize("newline", ["\n", "\r\n"], ids=["lf", "crlf"])
+def test_a_procedure_closed_by_end_then_go_keeps_every_statement_after_it(newline: str) -> None:
+    """``END`` (a command word to sqlglot) swallowed the text up to the next ``;``, GO lines and all: the
+    statements after the first procedure were lost, with one warning. Each statement keeps its line."""
+    text = (DATA.parent / "ssms" / "end_then_go.sql").read_text(encoding="utf-8")
+    result = extract_sql_lineage(text.replace("\n", newline), "tsql", file="ssms.sql")
+    lines = text.splitlines()
+    want = {
+        f"Insert into dbo.t{k}": next(n for n, line in enumerate(lines, 1) if f"dbo.t{k} " in line)
+        for k in range(1, 6)
+    }
+    assert {p.name: p.span.line for p in result.lineage.processes if p.span} == want
+    assert [p.message for p in result.problems] == []

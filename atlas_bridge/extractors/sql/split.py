@@ -93,7 +93,7 @@ class StatementChunk:
 def split_statements(text: str, dialect: Dialect) -> list[StatementChunk]:
     """Statements of ``text`` in order. Empty statements (``;;``, comments only) are dropped."""
     try:
-        tokens = dialect.tokenize(text)
+        tokens = _ungo(text, dialect, dialect.tokenize(text))
     except Exception:  # SqlglotError, or the tokenizer's own failure: our scanner cuts the text instead
         return _split_by_scanning(text, dialect)
     chunks: list[StatementChunk] = []
@@ -115,6 +115,59 @@ def split_statements(text: str, dialect: Dialect) -> list[StatementChunk]:
 
 
 _TOKEN_TYPE = attrgetter("token_type")
+
+_GO_LINE = re.compile(r"^[ \t]*go(?:[ \t]+\d+)?[ \t]*\r?$", re.IGNORECASE | re.MULTILINE)
+
+
+def _ungo(text: str, dialect: Dialect, tokens: list[Token]) -> list[Token]:
+    """Give back the ``GO`` lines a command word swallowed.
+
+    After a command word at a statement start (``END`` closing a T-SQL procedure without a ``;``), sqlglot
+    keeps the rest of the statement, up to the next ``;``, as one raw STRING token: a ``GO`` line in it
+    (what SQL Server Management Studio writes after ``END``) was never seen, and the statements after it
+    were lost inside the procedure. Such a STRING is cut at its first ``GO`` line: the words before it stay
+    the command's, the text from the ``GO`` on is tokenized again at its place in the file (linear: each
+    round goes on from a later offset).
+    """
+    out: list[Token] = []
+    pending = tokens[::-1]
+    prev_end = 0
+    lines: LineIndex | None = None
+    while pending:
+        tok = pending.pop()
+        raw_text = str(tok.text)
+        swallowed = tok.token_type is TokenType.STRING and (tok.end - tok.start + 1) < len(raw_text)
+        begin = text.find(raw_text, prev_end) if swallowed else -1
+        # searched in the file from the line's start (not in the token's text): GO must be alone on its line
+        line_start = text.rfind("\n", 0, begin) + 1
+        go = _GO_LINE.search(text, line_start, begin + len(raw_text)) if begin >= 0 else None
+        if go is None:  # not a swallowed statement, or one without a GO line: as the tokenizer made it
+            out.append(tok)
+            prev_end = max(prev_end, tok.end + 1)
+            continue
+        lines = lines or LineIndex(text)
+        cut = go.start()
+        head = text[begin:cut].rstrip()
+        if head:
+            line, col = lines.position(begin)
+            last = begin + len(head) - 1
+            out.append(Token(TokenType.STRING, head, line, col, last, last))
+        # the GO line's own tokens (GO, its count) from where the STRING starts (it may start on the GO
+        # line: the count after a GO the tokenizer took for a command word), then the text after the line,
+        # tokenized from a statement start
+        line, col = lines.position(cut)
+        for m in re.finditer(r"\w+", go.group()):
+            at = cut + m.start()
+            kind = TokenType.NUMBER if m.group().isdigit() else TokenType.COMMAND
+            if at >= begin:
+                out.append(Token(kind, m.group(), line, col + m.start(), at, at + len(m.group()) - 1))
+        after = go.end()
+        tail_end = pending[-1].start if pending else len(text)
+        tail = dialect.tokenize(text[after:tail_end])
+        shift_tokens(tail, after, *lines.position(after))
+        pending.extend(reversed(tail))
+        prev_end = after
+    return out
 
 
 def token_kinds(tokens: list[Token]) -> list[TokenType]:
