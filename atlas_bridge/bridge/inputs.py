@@ -277,11 +277,16 @@ def plan_units(
     return units
 
 
+_LONE_CR = re.compile(rb"\r(?!\n)")
+
+
 def _script_units(f: InputFile, options: ScanOptions, *, ship_content: bool) -> list[WorkUnit]:
     from atlas_bridge.bridge.extract import dialect_hint
 
     data = Path(f.path).read_bytes()
-    if b"\r" in data or looks_binary(data[:_BINARY_SNIFF]):
+    # A lone CR ends a line for sqlglot but not for the piece's line count: such a script stays whole.
+    # Windows line endings (CR LF) count as one line break for both, and are cut like LF ones.
+    if _LONE_CR.search(data) or looks_binary(data[:_BINARY_SNIFF]):
         return [WorkUnit(f, 0, f.size, data if ship_content else None)]
     try:
         text = data.decode("utf-8")
