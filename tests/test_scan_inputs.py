@@ -298,3 +298,24 @@ def test_a_configured_spark_keeps_its_jvm_options(tmp_path: Path, monkeypatch: p
     assert not _spark_configured()
     monkeypatch.setenv("SPARK_CONF_DIR", str(tmp_path / "elsewhere"))
     assert _spark_configured()
+
+
+@pytest.mark.parametrize("name", ["ssms_utf16le.sql", "ssms_utf16be.sql", "utf8_bom.sql"])
+def test_a_script_saved_as_utf16_or_with_a_utf8_bom_is_read(name: str) -> None:
+    """SQL Server Management Studio saves UTF-16 with a byte order mark: it was 'skipped, binary content'."""
+    files, notes = bridge.discover_inputs([DATA / name])
+    assert notes == []
+    result = bridge.extract_unit(WorkUnit(files[0]), ScanOptions(dialect="tsql"))
+    assert result.problems == []
+    assert result.statements == 2
+    assert sorted((p.name, p.span.line if p.span else None) for p in result.lineage.processes) == [
+        ("Insert into dbo.café", 4),
+        ("Insert into dbo.sales_copy", 2),
+    ]
+
+
+def test_the_lineage_command_reads_a_utf16_script() -> None:
+    result = CliRunner().invoke(cli, ["lineage", "--dialect", "tsql", str(DATA / "ssms_utf16be.sql")])
+    assert result.exit_code == 0, result.output
+    assert "dbo.sales.amount -> fdd -> dbo.sales_copy.amount" in result.output
+    assert "dbo.clients.name -> fdd -> dbo.café.name" in result.output

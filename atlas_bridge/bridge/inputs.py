@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import bisect
+import codecs
 import fnmatch
 import itertools
 import json
@@ -98,7 +99,7 @@ def discover_inputs(
                 continue
             if kind in (InputKind.SQL, InputKind.QUERY_LOG):
                 with open(path, "rb") as fh:
-                    if looks_binary(fh.read(_BINARY_SNIFF)):
+                    if looks_binary(fh.read(_BINARY_SNIFF), utf16=kind == InputKind.SQL):
                         notes.append(f"{name}: skipped, binary content (not text)")
                         continue
             key = str(path.resolve())
@@ -286,7 +287,8 @@ def _script_units(f: InputFile, options: ScanOptions, *, ship_content: bool) -> 
     data = Path(f.path).read_bytes()
     # A lone CR ends a line for sqlglot but not for the piece's line count: such a script stays whole.
     # Windows line endings (CR LF) count as one line break for both, and are cut like LF ones.
-    if _LONE_CR.search(data) or looks_binary(data[:_BINARY_SNIFF]):
+    # UTF-16 (two bytes a character) stays whole too: its pieces would need the byte order mark.
+    if _utf16(data) or _LONE_CR.search(data) or looks_binary(data[:_BINARY_SNIFF]):
         return [WorkUnit(f, 0, f.size, data if ship_content else None)]
     try:
         text = data.decode("utf-8")
@@ -295,7 +297,7 @@ def _script_units(f: InputFile, options: ScanOptions, *, ship_content: bool) -> 
     pieces = split_script(text, options.sql_chunk_bytes)
     if len(pieces) == 1:
         return [WorkUnit(f, 0, f.size, data if ship_content else None)]
-    dialect = dialect_hint(text)
+    dialect = dialect_hint(text.lstrip("\ufeff"))
     units = []
     byte_pos = 0
     for start, end, first_line, prelude in pieces:
@@ -340,19 +342,38 @@ _BINARY_SNIFF = 8192
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
 
 
-def looks_binary(head: bytes) -> bool:
+def looks_binary(head: bytes, *, utf16: bool = False) -> bool:
     """A NUL byte, or more than 10 % control bytes, in the first 8 KiB: not text (an image named x.sql).
+
+    ``utf16``: a head with a UTF-16 byte order mark (SQL Server Management Studio saves scripts so) is
+    judged on its characters, not its bytes (half of them NUL).
 
     >>> looks_binary(b"select 1;\\n"), looks_binary(b"\\x89PNG\\r\\n\\x1a\\n\\x00\\x00")
     (False, True)
+    >>> looks_binary("select 1;".encode("utf-16"), utf16=True)
+    False
     """
     sample = head[:_BINARY_SNIFF]
     if not sample:
         return False
+    if utf16 and _utf16(sample):
+        chars = sample[: len(sample) // 2 * 2].decode("utf-16", errors="replace")
+        controls = sum(1 for c in chars if c < " " and c not in "\t\n\r")
+        return "\x00" in chars or controls * 10 > len(chars)
     if b"\x00" in sample:
         return True
     controls = sum(1 for b in sample if b < 32 and b not in (9, 10, 13))
     return controls * 10 > len(sample)
+
+
+def sql_codec(data: bytes) -> str:
+    """The codec of a script: UTF-16 after its byte order mark, else UTF-8 (a byte order mark dropped)."""
+    return "utf-16" if _utf16(data) else "utf-8-sig"
+
+
+def _utf16(data: bytes) -> bool:
+    """Starts with a UTF-16 byte order mark (little or big endian)."""
+    return data[:2] in (codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)
 
 
 def printable(text: str, limit: int = 200) -> str:
@@ -372,17 +393,21 @@ def read_unit(unit: WorkUnit) -> bytes:
 
 
 def decode_text(data: bytes, name: str, problems: list[Problem]) -> str:
+    """UTF-8 (a byte order mark dropped), or UTF-16 after its byte order mark; bytes that do not decode
+    are replaced and reported (one warning, at the first one's line)."""
+    codec = sql_codec(data)
+    label = "UTF-16" if codec == "utf-16" else "UTF-8"
     try:
-        return data.decode("utf-8-sig")
+        return data.decode(codec)
     except UnicodeDecodeError as e:
-        line = data[: e.start].count(b"\n") + 1
+        line = data[: e.start].decode(codec, errors="replace").count("\n") + 1
         problems.append(
             Problem(
-                message=f"not UTF-8 at byte {e.start}; undecodable bytes replaced",
+                message=f"not {label} at byte {e.start}; undecodable bytes replaced",
                 severity=Severity.WARNING,
                 kind="input",
                 file=name,
                 line=line,
             )
         )
-        return data.decode("utf-8-sig", errors="replace")
+        return data.decode(codec, errors="replace")
