@@ -92,6 +92,19 @@ def test_an_unknown_dialect_is_a_usage_error_before_anything_starts(tmp_path: Pa
     assert not (tmp_path / "summary.json").exists()
 
 
+@pytest.mark.parametrize("option", ["--to", "--out"])
+def test_an_output_folder_that_is_a_file_is_a_usage_error(option: str, tmp_path: Path) -> None:
+    """``--to FILE`` ended in a FileExistsError traceback, exit 0."""
+    taken = tmp_path / "taken"
+    taken.write_text("mine\n", encoding="utf-8")
+    args = ["scan", str(DATA / "repeated.sql"), option, str(taken)]
+    result = CliRunner().invoke(cli, [*args, "--to", str(tmp_path / "out")] if option == "--out" else args)
+    assert result.exit_code == 2, result.output
+    assert f"{option} {taken}: exists and is not a folder" in result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit)
+    assert taken.read_text(encoding="utf-8") == "mine\n"
+
+
 @pytest.mark.parametrize("alias", ["sqlserver", "mssql", "postgresql"])
 def test_common_dialect_aliases_are_taken(alias: str, tmp_path: Path) -> None:
     script = tmp_path / "a.sql"
