@@ -332,3 +332,54 @@ def test_the_lineage_command_reads_a_utf16_script() -> None:
     assert result.exit_code == 0, result.output
     assert "dbo.sales.amount -> fdd -> dbo.sales_copy.amount" in result.output
     assert "dbo.clients.name -> fdd -> dbo.café.name" in result.output
+
+
+def _cte_chain(n: int) -> str:
+    ctes = ",\n".join(
+        ["c0 AS (SELECT a FROM s.src)", *(f"c{i} AS (SELECT a FROM c{i - 1})" for i in range(1, n))]
+    )
+    tail = "INSERT INTO s.ok SELECT a FROM s.src;\n"
+    return f"INSERT INTO s.dst (a)\nWITH {ctes}\nSELECT a FROM c{n - 1};\n{tail}"
+
+
+def test_a_chain_of_500_ctes_is_converted_end_to_end(tmp_path: Path) -> None:
+    """The end-to-end walk recursed once per CTE: RecursionError in the task, the whole scan lost."""
+    from atlas_bridge.bridge.extract import decode_unit, extract_partition
+    from atlas_bridge.graph import end_to_end
+
+    script = tmp_path / "ctes.sql"
+    script.write_text(_cte_chain(500), encoding="utf-8")
+    unit = _unit(script)
+    result = bridge.extract_unit(unit, ScanOptions())
+    assert result.problems == []
+    edges = {(r.source.dataset_id, r.target.dataset_id) for r in end_to_end(result.lineage).relations}
+    assert edges == {("table:s.src", "table:s.dst"), ("table:s.src", "table:s.ok")}
+    out = dict(extract_partition([unit], ScanOptions()))
+    assert json.loads(out["header"])["problems"] == []
+    assert len(decode_unit(out["unit"])["process_ids"]) == 2
+
+
+def test_a_conversion_that_fails_costs_that_unit_only(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The safety net under the conversion (no real input is known to break it now: a stand-in fault)."""
+    import atlas_bridge.graph as graph
+    from atlas_bridge.bridge.extract import decode_unit, extract_partition
+
+    good, bad = tmp_path / "good.sql", tmp_path / "bad.sql"
+    good.write_text("INSERT INTO s.ok SELECT a FROM s.src;\n", encoding="utf-8")
+    bad.write_text("INSERT INTO s.broken SELECT a FROM s.src;\n", encoding="utf-8")
+    real = graph.end_to_end
+
+    def end_to_end(lineage: object) -> object:
+        if any(d.name == "broken" for d in lineage.datasets):  # type: ignore[attr-defined]
+            raise RecursionError("maximum recursion depth exceeded")
+        return real(lineage)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(graph, "end_to_end", end_to_end)
+    out = list(extract_partition([_unit(bad), _unit(good)], ScanOptions()))
+    assert [k for k, _ in out] == ["unit", "unit", "header"]
+    assert [len(decode_unit(p)["process_ids"]) for k, p in out if k == "unit"] == [0, 1]
+    (problem,) = json.loads(out[-1][1])["problems"]
+    assert problem["file"].endswith("bad.sql")
+    assert problem["message"].startswith("internal error: conversion failed: RecursionError")

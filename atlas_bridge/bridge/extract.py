@@ -254,8 +254,16 @@ def extract_partition(
             problems.extend(r.problems)
             defines.extend(r.defines)
             lookups.update(dict.fromkeys(r.lookups))
-            with PausedGC():  # conversion builds many objects that all live until the unit is sent
-                records = _unit_records(r, options, namespace, texts, text_sink)
+            try:
+                with PausedGC():  # conversion builds many objects that all live until the unit is sent
+                    records = _unit_records(r, options, namespace, texts, text_sink)
+            except Exception as e:  # a bug of ours in the conversion: this unit's lineage only, not the job
+                logger.exception("conversion of %s failed", r.file)
+                msg = printable(f"internal error: conversion failed: {e.__class__.__name__}: {e}", 500)
+                problems.append(make_problem(msg, r.file, kind="internal"))
+                records = _unit_records(
+                    UnitResult(r.file, r.kind, Lineage()), options, namespace, texts, text_sink
+                )
             yield "unit", records
         if per_unit:
             rank = 0
