@@ -9,6 +9,9 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -383,3 +386,121 @@ def test_a_conversion_that_fails_costs_that_unit_only(
     (problem,) = json.loads(out[-1][1])["problems"]
     assert problem["file"].endswith("bad.sql")
     assert problem["message"].startswith("internal error: conversion failed: RecursionError")
+
+
+# -- inputs that cannot be read: a problem of their own, the rest is scanned ------------------------------
+
+_GOOD = "INSERT INTO s.good SELECT a FROM s.src;\n"
+_NO_CAPS = ["--inh-caps=-dac_override,-dac_read_search", "--ambient-caps=-dac_override,-dac_read_search"]
+_NO_CAPS += ["--bounding-set=-dac_override,-dac_read_search"]
+
+
+def _estate(root: Path) -> Path:
+    """Good scripts beside inputs that cannot be read as root can make them (a link to nothing, a FIFO, a
+    file name that is not UTF-8, a statement of 500 CTEs) and those only permissions stop (mode 000)."""
+    (root / "sub").mkdir(parents=True)
+    (root / "good.sql").write_text(_GOOD, encoding="utf-8")
+    (root / "sub" / "ctes.sql").write_text(_cte_chain(500), encoding="utf-8")
+    latin = os.path.join(os.fsencode(root), b"caf\xe9.sql")
+    with open(latin, "wb") as fh:
+        fh.write(b"INSERT INTO s.latin SELECT a FROM s.src;\n")
+    (root / "dangling.sql").symlink_to(root / "nowhere.sql")
+    os.mkfifo(root / "sub" / "fifo.sql")
+    (root / "locked").mkdir()
+    (root / "locked" / "x.sql").write_text(_GOOD, encoding="utf-8")
+    for name, text in (("noperm.sql", _GOOD), ("noperm.json", '{"dbobjs": []}'), ("noperm.jsonl", "{}")):
+        (root / name).write_text(text, encoding="utf-8")
+        (root / name).chmod(0)
+    (root / "locked").chmod(0)
+    return root
+
+
+def _unprivileged(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
+    """``args`` in a process that file permissions stop (as root: without the capabilities that pass them)."""
+    if os.geteuid() == 0:
+        setpriv = shutil.which("setpriv")
+        if setpriv is None:
+            pytest.skip("running as root without setpriv: mode 000 does not stop a read")
+        args = [setpriv, *_NO_CAPS, *args]
+    return subprocess.run(args, cwd=cwd, capture_output=True, text=True, timeout=600, check=False)
+
+
+_UNREADABLE = [
+    ("est/dangling.sql", "error", "not scanned: a link to nothing"),
+    ("est/locked", "error", "folder not scanned: Permission denied"),
+    ("est/noperm.json", "error", "not scanned: Permission denied"),
+    ("est/noperm.jsonl", "error", "not scanned: Permission denied"),
+    ("est/noperm.sql", "error", "not scanned: Permission denied"),
+    ("est/sub/fifo.sql", "error", "not scanned: not a regular file"),
+    ("est/caf\\xe9.sql", "warning", "file name is not UTF-8: its bytes are shown as \\xNN (caf\\xe9.sql)"),
+]
+
+
+def test_inputs_that_cannot_be_read_are_problems_of_their_own(tmp_path: Path) -> None:
+    """Each ended the whole scan with a traceback (an unreadable folder was skipped without a word)."""
+    _estate(tmp_path / "est")
+    code = (
+        "import json; from atlas_bridge import bridge; problems = []\n"
+        "files, notes = bridge.discover_inputs(['est'], problems=problems)\n"
+        "print(json.dumps([[f.name, f.source] for f in files]))\n"
+        "print(json.dumps([[p.file, p.severity.value, p.message] for p in problems]))\n"
+    )
+    done = _unprivileged([sys.executable, "-c", code], tmp_path)
+    assert done.returncode == 0, done.stderr
+    files, problems = (json.loads(line) for line in done.stdout.splitlines())
+    assert files == [
+        ["est/caf\\xe9.sql", "caf\\xe9.sql"],
+        ["est/good.sql", "good.sql"],
+        ["est/sub/ctes.sql", "sub/ctes.sql"],
+    ]
+    assert sorted(map(tuple, problems)) == sorted(_UNREADABLE)
+
+
+@pytest.mark.spark
+def test_a_scan_reports_each_unreadable_input_and_delivers_the_rest(tmp_path: Path) -> None:
+    """The whole command, in a process permissions stop: the summary is written, exit 1 for the errors."""
+    _estate(tmp_path / "est")
+    cli_path = Path(sys.executable).parent / "atlas-bridge"
+    done = _unprivileged([str(cli_path), "scan", "est", "--to", "out", "--no-progress"], tmp_path)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "Traceback" not in done.stdout + done.stderr
+    summary = json.loads((tmp_path / "out" / "summary.json").read_text(encoding="utf-8"))
+    problems = summary["errors"] + summary["warnings"]
+    assert sorted((p["file"], p["severity"], p["message"]) for p in problems) == sorted(_UNREADABLE)
+    entities = [
+        e
+        for f in sorted((tmp_path / "out").glob("*-entities.json"))
+        for e in json.loads(f.read_bytes())["entities"]
+    ]
+    sources = sorted(
+        e["attributes"].get("sourceFile") for e in entities if e["typeName"] == "atlas_bridge_process"
+    )
+    assert sources == ["caf\\xe9.sql", "good.sql", "sub/ctes.sql", "sub/ctes.sql"]
+
+
+@pytest.mark.spark
+def test_payloads_do_not_depend_on_where_the_scan_runs(
+    spark: object, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``sourceFile`` was relative to the working directory when the input was below it, absolute else: the
+    same estate scanned from two places updated every process. It is the path below the scanned folder."""
+    estate = tmp_path / "work" / "estate"
+    (estate / "marts").mkdir(parents=True)
+    (estate / "good.sql").write_text(_GOOD, encoding="utf-8")
+    shutil.copy(DATA / "repeated.sql", estate / "marts" / "repeated.sql")
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    payloads = []
+    for cwd, arg in ((tmp_path / "work", "estate"), (outside, str(estate)), (estate, ".")):
+        monkeypatch.chdir(cwd)
+        out = tmp_path / f"out{len(payloads)}"
+        result = CliRunner().invoke(cli, ["scan", arg, "--to", str(out), "--no-progress"])
+        assert result.exit_code == 0, result.output
+        payloads.append([f.read_bytes() for f in sorted(out.glob("*-entities.json"))])
+    assert payloads[0] == payloads[1] == payloads[2]
+    sources = {
+        e["attributes"]["sourceFile"]
+        for e in json.loads(payloads[0][0])["entities"]
+        if e["typeName"] == "atlas_bridge_process"
+    }
+    assert sources == {"good.sql", "marts/repeated.sql"}

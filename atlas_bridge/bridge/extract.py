@@ -63,9 +63,10 @@ def unit_results(
             problems = [p if p.file else p.model_copy(update={"file": f.name}) for p in previous.problems]
             lineage = previous.lineage
             yield _printable(UnitResult(f.name, f.kind, lineage, len(lineage.processes), problems))
-    except AtlasBridgeError as e:
+    except (AtlasBridgeError, OSError) as e:
+        msg = f"cannot read: {e.strerror or e.__class__.__name__}" if isinstance(e, OSError) else str(e)
         yield _printable(
-            UnitResult(f.name, f.kind, Lineage(), problems=[make_problem(str(e), f.name, kind="input")])
+            UnitResult(f.name, f.kind, Lineage(), problems=[make_problem(msg, f.name, kind="input")])
         )
     except Exception as e:  # one bad file must not end the job
         logger.exception("extraction of %s failed", f.name)
@@ -94,6 +95,9 @@ def _extract_unit(unit: WorkUnit, options: ScanOptions, schema: SchemaIndex | No
         return UnitResult(f.name, f.kind, Lineage(), problems=[make_problem(msg, f.name, kind="input")])
     except AtlasBridgeError as e:
         return UnitResult(f.name, f.kind, Lineage(), problems=[make_problem(str(e), f.name, kind="input")])
+    except OSError as e:  # gone or unreadable since it was found
+        msg = f"cannot read: {e.strerror or e.__class__.__name__}"
+        return UnitResult(f.name, f.kind, Lineage(), problems=[make_problem(msg, f.name, kind="input")])
     except Exception as e:  # one bad file must not end the job
         logger.exception("extraction of %s failed", f.name)
         msg = f"internal error: {e.__class__.__name__}: {e}"
@@ -119,8 +123,10 @@ def _extract_sql_file(unit: WorkUnit, options: ScanOptions, base: SchemaIndex | 
         # A piece of a big script: the script's last USE before it on line 1, then blank lines, so that
         # line numbers are the file's own and unqualified names resolve as in the whole script.
         text = unit.prelude + "\n" * (unit.first_line - 1) + text
-    result, defines, lookups = extract_and_learn(text, dialect, schema, options.default_db, file=name)
-    problems.extend(p if p.file else p.model_copy(update={"file": name}) for p in result.problems)
+    source = unit.file.source_name
+    result, defines, lookups = extract_and_learn(text, dialect, schema, options.default_db, file=source)
+    # the payloads name the file as below the scanned folder (sourceFile); reports as the user can open it
+    problems.extend(p if p.file == name else p.model_copy(update={"file": name}) for p in result.problems)
     return UnitResult(
         name, unit.file.kind, result.lineage, statements, problems, defines=defines, lookups=lookups
     )
@@ -181,7 +187,7 @@ def _extract_query_log(unit: WorkUnit, options: ScanOptions, base: SchemaIndex |
             out.last_time_ms = rec.time_ms if out.last_time_ms is None else max(out.last_time_ms, rec.time_ms)
         try:
             result, defines, lookups = extract_and_learn(
-                rec.query, options.dialect, schema, options.default_db, file=name
+                rec.query, options.dialect, schema, options.default_db, file=unit.file.source_name
             )
             out.defines.extend(defines)
             out.lookups.extend(k for k in lookups if k not in seen)

@@ -208,12 +208,12 @@ def scan_command(
             delivery.close()
 
     if not summary.files:
-        skipped = "".join(f"\n  {note}" for note in summary.notes)
+        skipped = "".join(f"\n  {note}" for note in [*summary.notes, *map(str, summary.extract.problems)])
         where = ", ".join(str(p) for p in paths)
         click.echo(
             f"nothing to scan: no SQL scripts, SQLFlow exports or query logs under {where}{skipped}", err=True
         )
-        sys.exit(0 if allow_empty else 1)
+        sys.exit(0 if allow_empty and not summary.failed(fail_on) else 1)
     if delivery.target.startswith("files:"):  # payloads in a folder: the lineage page beside them
         from atlas_bridge.page import write_lineage_page
 
