@@ -16,7 +16,7 @@ from atlas_bridge.bridge.inputs import count_statements, decode_text, make_probl
 from atlas_bridge.bridge.querylog import read_query_log
 from atlas_bridge.bridge.types import InputKind, ScanOptions, UnitResult, WorkUnit
 from atlas_bridge.errors import AtlasBridgeError
-from atlas_bridge.extractors.sql.schema import LearnedTable, SchemaIndex, TableKey
+from atlas_bridge.extractors.sql.schema import ClosedTable, LearnedTable, SchemaIndex, TableKey
 from atlas_bridge.model import ExtractionResult, Lineage, PausedGC, Problem, merge_lineage
 
 if TYPE_CHECKING:
@@ -278,6 +278,9 @@ def extract_partition(
 
                 defines, rank = list(learn_unit(unit, options).tables), 1
             learned = {"tables": defines, "rank": rank, "lookups": list(lookups)}
+            closed = [i for i, t in enumerate(defines) if isinstance(t, ClosedTable)]
+            if closed:  # views and CTAS tables (JSON keeps no tuple's class)
+                learned["closed"] = closed
             yield "schema", json.dumps(learned, separators=(",", ":"), ensure_ascii=False)
             yield "uhead", json.dumps(_header(files, problems), sort_keys=True)
     header: dict[str, Any] = _header({}, []) if per_unit else _header(files, problems)
