@@ -126,47 +126,66 @@ def _ungo(text: str, dialect: Dialect, tokens: list[Token]) -> list[Token]:
     keeps the rest of the statement, up to the next ``;``, as one raw STRING token: a ``GO`` line in it
     (what SQL Server Management Studio writes after ``END``) was never seen, and the statements after it
     were lost inside the procedure. Such a STRING is cut at its first ``GO`` line: the words before it stay
-    the command's, the text from the ``GO`` on is tokenized again at its place in the file (linear: each
-    round goes on from a later offset).
+    the command's, the text from the ``GO`` on is tokenized again at its place in the file. Linear: each
+    round goes on from a later offset, and only STRING tokens are looked at (a text without a GO line is
+    returned as it is).
     """
+    if _GO_LINE.search(text) is None:
+        return tokens
+    string = TokenType.STRING
     out: list[Token] = []
-    pending = tokens[::-1]
-    prev_end = 0
     lines: LineIndex | None = None
-    while pending:
-        tok = pending.pop()
-        raw_text = str(tok.text)
-        swallowed = tok.token_type is TokenType.STRING and (tok.end - tok.start + 1) < len(raw_text)
-        begin = text.find(raw_text, prev_end) if swallowed else -1
-        # searched in the file from the line's start (not in the token's text): GO must be alone on its line
-        line_start = text.rfind("\n", 0, begin) + 1
-        go = _GO_LINE.search(text, line_start, begin + len(raw_text)) if begin >= 0 else None
-        if go is None:  # not a swallowed statement, or one without a GO line: as the tokenizer made it
-            out.append(tok)
-            prev_end = max(prev_end, tok.end + 1)
-            continue
-        lines = lines or LineIndex(text)
-        cut = go.start()
-        head = text[begin:cut].rstrip()
-        if head:
-            line, col = lines.position(begin)
-            last = begin + len(head) - 1
-            out.append(Token(TokenType.STRING, head, line, col, last, last))
-        # the GO line's own tokens (GO, its count) from where the STRING starts (it may start on the GO
-        # line: the count after a GO the tokenizer took for a command word), then the text after the line,
-        # tokenized from a statement start
-        line, col = lines.position(cut)
-        for m in re.finditer(r"\w+", go.group()):
-            at = cut + m.start()
-            kind = TokenType.NUMBER if m.group().isdigit() else TokenType.COMMAND
-            if at >= begin:
-                out.append(Token(kind, m.group(), line, col + m.start(), at, at + len(m.group()) - 1))
-        after = go.end()
-        tail_end = pending[-1].start if pending else len(text)
-        tail = dialect.tokenize(text[after:tail_end])
-        shift_tokens(tail, after, *lines.position(after))
-        pending.extend(reversed(tail))
-        prev_end = after
+    # token lists still to emit, from an index on, with the indices of their STRING tokens
+    todo = [(tokens, 0, [k for k, t in enumerate(tokens) if t.token_type is string])]
+    while todo:
+        toks, j, strings = todo.pop()
+        for i in strings[bisect.bisect_left(strings, j) :]:
+            tok = toks[i]
+            raw_text = str(tok.text)
+            if tok.end - tok.start + 1 >= len(raw_text):  # a real string literal, not a swallowed statement
+                continue
+            prev = toks[i - 1] if i > j else (out[-1] if out else None)
+            begin = text.find(raw_text, prev.end + 1 if prev is not None else 0)
+            if begin < 0:
+                continue
+            # searched in the file from the line's start (not in the token's text): GO must be alone on its
+            # line (a GO line is short: looked back a little only, so a one-line script stays linear)
+            near = max(begin - 80, 0)
+            line_start = text.rfind("\n", near, begin) + 1 or near
+            go = _GO_LINE.search(text, line_start, begin + len(raw_text))
+            if go is None:
+                continue
+            lines = lines or LineIndex(text)
+            out.extend(toks[j:i])
+            cut = go.start()
+            head = text[begin:cut].rstrip()
+            if head:
+                line, col = lines.position(begin)
+                last = begin + len(head) - 1
+                out.append(Token(string, head, line, col, last, last))
+            # the GO line's own tokens (GO, its count) from where the STRING starts (it may start on the GO
+            # line: the count after a GO the tokenizer took for a command word), then the text after the
+            # line, tokenized from a statement start
+            line, col = lines.position(cut)
+            for m in re.finditer(r"\w+", go.group()):
+                at = cut + m.start()
+                kind = TokenType.NUMBER if m.group().isdigit() else TokenType.COMMAND
+                if at >= begin:
+                    out.append(Token(kind, m.group(), line, col + m.start(), at, at + len(m.group()) - 1))
+            after = go.end()
+            if i + 1 < len(toks):
+                tail_end = toks[i + 1].start
+            else:
+                tail_end = (
+                    todo[-1][0][todo[-1][1]].start if todo and todo[-1][1] < len(todo[-1][0]) else len(text)
+                )
+            todo.append((toks, i + 1, strings))
+            tail = dialect.tokenize(text[after:tail_end])
+            shift_tokens(tail, after, *lines.position(after))
+            todo.append((tail, 0, [k for k, t in enumerate(tail) if t.token_type is string]))
+            break
+        else:
+            out.extend(toks[j:])
     return out
 
 
