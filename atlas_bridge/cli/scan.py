@@ -243,12 +243,13 @@ def _prepare(
 
     to_atlas = to == "atlas"
     overrides: dict[str, Any] = {"namespace": namespace}
-    if to == "kafka":
-        return _prepare_kafka(Settings.load(config_file, **overrides), out_dir)
-    for option, folder in (("--to", to if to is not None and not to_atlas else None), ("--out", out_dir)):
+    folder_to = to if to is not None and to not in ("atlas", "kafka") else None
+    for option, folder in (("--to", folder_to), ("--out", out_dir)):
         if folder is not None and Path(folder).exists() and not Path(folder).is_dir():
             msg = f"{option} {folder}: exists and is not a folder (give a folder, or a path not yet there)"
             raise ConfigError(msg)
+    if to == "kafka":
+        return _prepare_kafka(Settings.load(config_file, **overrides), out_dir)
     if to is not None and not to_atlas:
         # --to DIR is a dry run: the files are written and Atlas is never contacted, whatever is configured.
         overrides.update(output_dir=Path(to), rest_address=[])
