@@ -182,28 +182,70 @@ class _Reach:
         self.in_progress: set[tuple[str, str]] = set()
 
     def reach(self, node: tuple[str, str]) -> dict[tuple[str, str], _Chain]:
-        """Terminal columns reachable from an intermediate column, each with its best chain."""
+        """Terminal columns reachable from an intermediate column, each with its best chain.
+
+        Depth first with a stack of its own, not by recursion: a chain of 500 CTEs is 500 levels deep, past
+        Python's recursion limit."""
         memo = self.memo
         if node in memo:
             return memo[node]
-        if node in self.in_progress:  # a recursive CTE: the loop adds nothing new
-            return {}
-        self.in_progress.add(node)
-        found: dict[tuple[str, str], _Chain] = {}
-        inter = self.inter
-        for tgt, head in self.out_edges.get(node, ()):
-            if tgt[0] in inter:
-                for end, chain in self.reach(tgt).items():
-                    old = found.get(end)
-                    if old is None or (old.fdr and not (head.fdr or chain.fdr)):  # an fdd chain wins
-                        found[end] = chain.prepend(head)
-            else:
-                old = found.get(tgt)
-                if old is None or (old.fdr and not head.fdr):
-                    found[tgt] = head
-        self.in_progress.discard(node)
-        memo[node] = found
-        return found
+        out_edges, inter, in_progress = self.out_edges, self.inter, self.in_progress
+        # a frame: the column, its edges still to follow, what it reaches so far, the edge being followed
+        stack: list[_Frame] = [_Frame(node, iter(out_edges.get(node, ())), {})]
+        in_progress.add(node)
+        while stack:
+            frame = stack[-1]
+            found = frame.found
+            descend: _Frame | None = None
+            for tgt, head in frame.edges:
+                if tgt[0] not in inter:
+                    old = found.get(tgt)
+                    if old is None or (old.fdr and not head.fdr):
+                        found[tgt] = head
+                elif tgt in memo:
+                    _take(found, memo[tgt], head)
+                elif tgt not in in_progress:  # (in progress: a recursive CTE, the loop adds nothing new)
+                    frame.head = head
+                    descend = _Frame(tgt, iter(out_edges.get(tgt, ())), {})
+                    break
+            if descend is not None:
+                in_progress.add(descend.node)
+                stack.append(descend)
+                continue
+            stack.pop()
+            in_progress.discard(frame.node)
+            memo[frame.node] = found
+            if stack:
+                parent = stack[-1]
+                assert parent.head is not None
+                _take(parent.found, found, parent.head)
+                parent.head = None
+        return memo[node]
+
+
+class _Frame:
+    """One column of :meth:`_Reach.reach`'s walk."""
+
+    __slots__ = ("edges", "found", "head", "node")
+
+    def __init__(
+        self,
+        node: tuple[str, str],
+        edges: Iterator[tuple[tuple[str, str], _Chain]],
+        found: dict[tuple[str, str], _Chain],
+    ) -> None:
+        self.node = node
+        self.edges = edges
+        self.found = found
+        self.head: _Chain | None = None
+
+
+def _take(found: dict[tuple[str, str], _Chain], reached: dict[tuple[str, str], _Chain], head: _Chain) -> None:
+    """Add the chains ``head`` then each of ``reached`` to ``found``; an fdd chain wins over an fdr one."""
+    for end, chain in reached.items():
+        old = found.get(end)
+        if old is None or (old.fdr and not (head.fdr or chain.fdr)):
+            found[end] = chain.prepend(head)
 
 
 class _Chain(NamedTuple):

@@ -395,6 +395,9 @@ def test_a_text_the_task_wrote_already_is_not_written_again(session: object, tmp
     for copy in range(3):
         (tmp_path / "in" / f"c{copy}").mkdir(parents=True)
         (tmp_path / "in" / f"c{copy}" / script.name).write_bytes(script.read_bytes())
+    # the first copy alone, at the same path below the scanned folder (its processes' sourceFile)
+    (tmp_path / "alone" / "c0").mkdir(parents=True)
+    (tmp_path / "alone" / "c0" / script.name).write_bytes(script.read_bytes())
     options = _warehouse_options()
 
     def run(directory: Path, where: Path, on_disk: bool) -> tuple[list[bytes], int]:
@@ -415,7 +418,7 @@ def test_a_text_the_task_wrote_already_is_not_written_again(session: object, tmp
         return [encode_body(b) for b in collector.batches(1000)], written
 
     three, written = run(tmp_path / "in", tmp_path / "three", True)
-    one, written_once = run(tmp_path / "in" / "c0", tmp_path / "one", True)
+    one, written_once = run(tmp_path / "alone", tmp_path / "one", True)
     assert written_once > 1000
     assert written == written_once
     assert three == one == run(tmp_path / "in", tmp_path / "sent", False)[0]

@@ -9,6 +9,9 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -92,6 +95,19 @@ def test_an_unknown_dialect_is_a_usage_error_before_anything_starts(tmp_path: Pa
     assert not (tmp_path / "summary.json").exists()
 
 
+@pytest.mark.parametrize("option", ["--to", "--out"])
+def test_an_output_folder_that_is_a_file_is_a_usage_error(option: str, tmp_path: Path) -> None:
+    """``--to FILE`` ended in a FileExistsError traceback, exit 0."""
+    taken = tmp_path / "taken"
+    taken.write_text("mine\n", encoding="utf-8")
+    args = ["scan", str(DATA / "repeated.sql"), option, str(taken)]
+    result = CliRunner().invoke(cli, [*args, "--to", str(tmp_path / "out")] if option == "--out" else args)
+    assert result.exit_code == 2, result.output
+    assert f"{option} {taken}: exists and is not a folder" in result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit)
+    assert taken.read_text(encoding="utf-8") == "mine\n"
+
+
 @pytest.mark.parametrize("alias", ["sqlserver", "mssql", "postgresql"])
 def test_common_dialect_aliases_are_taken(alias: str, tmp_path: Path) -> None:
     script = tmp_path / "a.sql"
@@ -136,11 +152,15 @@ def _big_script(n: int) -> str:
     return "\n".join(lines) + "\n"
 
 
-def test_a_big_plain_script_is_cut_at_statement_ends_and_gives_the_same_lineage(tmp_path: Path) -> None:
+@pytest.mark.parametrize("newline", ["\n", "\r\n"], ids=["lf", "crlf"])
+def test_a_big_plain_script_is_cut_at_statement_ends_and_gives_the_same_lineage(
+    tmp_path: Path, newline: str
+) -> None:
+    """Windows line endings too (a CR LF script was one unit: 943 MB and 493 s for 2 MB)."""
     from atlas_bridge.model import merge_lineage
 
     script = tmp_path / "big.sql"
-    script.write_text(_big_script(600), encoding="utf-8")
+    script.write_bytes(_big_script(600).replace("\n", newline).encode("utf-8"))
     files, _ = bridge.discover_inputs([script])
     whole = bridge.extract_unit(bridge.WorkUnit(files[0]), ScanOptions())
     units = bridge.plan_units(files, ScanOptions(sql_chunk_bytes=4096))
@@ -154,6 +174,14 @@ def test_a_big_plain_script_is_cut_at_statement_ends_and_gives_the_same_lineage(
     assert len(tables) == 8
     bad = [(p.file, p.line) for part in parts for p in part.problems]
     assert bad == [(w.file, w.line) for w in whole.problems] == [(files[0].name, 599)]
+
+
+def test_a_script_with_lone_carriage_returns_is_not_cut(tmp_path: Path) -> None:
+    """sqlglot ends a line at a lone CR, the pieces' line count does not: line numbers would drift."""
+    script = tmp_path / "big.sql"
+    script.write_bytes(_big_script(600).replace("\n", "\r").encode("utf-8"))
+    files, _ = bridge.discover_inputs([script])
+    assert len(bridge.plan_units(files, ScanOptions(sql_chunk_bytes=4096))) == 1
 
 
 def test_a_procedural_script_is_never_cut() -> None:
@@ -286,3 +314,193 @@ def test_a_configured_spark_keeps_its_jvm_options(tmp_path: Path, monkeypatch: p
     assert not _spark_configured()
     monkeypatch.setenv("SPARK_CONF_DIR", str(tmp_path / "elsewhere"))
     assert _spark_configured()
+
+
+@pytest.mark.parametrize("name", ["ssms_utf16le.sql", "ssms_utf16be.sql", "utf8_bom.sql"])
+def test_a_script_saved_as_utf16_or_with_a_utf8_bom_is_read(name: str) -> None:
+    """SQL Server Management Studio saves UTF-16 with a byte order mark: it was 'skipped, binary content'."""
+    files, notes = bridge.discover_inputs([DATA / name])
+    assert notes == []
+    result = bridge.extract_unit(WorkUnit(files[0]), ScanOptions(dialect="tsql"))
+    assert result.problems == []
+    assert result.statements == 2
+    assert sorted((p.name, p.span.line if p.span else None) for p in result.lineage.processes) == [
+        ("Insert into dbo.café", 4),
+        ("Insert into dbo.sales_copy", 2),
+    ]
+
+
+def test_the_lineage_command_reads_a_utf16_script() -> None:
+    result = CliRunner().invoke(cli, ["lineage", "--dialect", "tsql", str(DATA / "ssms_utf16be.sql")])
+    assert result.exit_code == 0, result.output
+    assert "dbo.sales.amount -> fdd -> dbo.sales_copy.amount" in result.output
+    assert "dbo.clients.name -> fdd -> dbo.café.name" in result.output
+
+
+def _cte_chain(n: int) -> str:
+    ctes = ",\n".join(
+        ["c0 AS (SELECT a FROM s.src)", *(f"c{i} AS (SELECT a FROM c{i - 1})" for i in range(1, n))]
+    )
+    tail = "INSERT INTO s.ok SELECT a FROM s.src;\n"
+    return f"INSERT INTO s.dst (a)\nWITH {ctes}\nSELECT a FROM c{n - 1};\n{tail}"
+
+
+def test_a_chain_of_500_ctes_is_converted_end_to_end(tmp_path: Path) -> None:
+    """The end-to-end walk recursed once per CTE: RecursionError in the task, the whole scan lost."""
+    from atlas_bridge.bridge.extract import decode_unit, extract_partition
+    from atlas_bridge.graph import end_to_end
+
+    script = tmp_path / "ctes.sql"
+    script.write_text(_cte_chain(500), encoding="utf-8")
+    unit = _unit(script)
+    result = bridge.extract_unit(unit, ScanOptions())
+    assert result.problems == []
+    edges = {(r.source.dataset_id, r.target.dataset_id) for r in end_to_end(result.lineage).relations}
+    assert edges == {("table:s.src", "table:s.dst"), ("table:s.src", "table:s.ok")}
+    out = dict(extract_partition([unit], ScanOptions()))
+    assert json.loads(out["header"])["problems"] == []
+    assert len(decode_unit(out["unit"])["process_ids"]) == 2
+
+
+def test_a_conversion_that_fails_costs_that_unit_only(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The safety net under the conversion (no real input is known to break it now: a stand-in fault)."""
+    import atlas_bridge.graph as graph
+    from atlas_bridge.bridge.extract import decode_unit, extract_partition
+
+    good, bad = tmp_path / "good.sql", tmp_path / "bad.sql"
+    good.write_text("INSERT INTO s.ok SELECT a FROM s.src;\n", encoding="utf-8")
+    bad.write_text("INSERT INTO s.broken SELECT a FROM s.src;\n", encoding="utf-8")
+    real = graph.end_to_end
+
+    def end_to_end(lineage: object) -> object:
+        if any(d.name == "broken" for d in lineage.datasets):  # type: ignore[attr-defined]
+            raise RecursionError("maximum recursion depth exceeded")
+        return real(lineage)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(graph, "end_to_end", end_to_end)
+    out = list(extract_partition([_unit(bad), _unit(good)], ScanOptions()))
+    assert [k for k, _ in out] == ["unit", "unit", "header"]
+    assert [len(decode_unit(p)["process_ids"]) for k, p in out if k == "unit"] == [0, 1]
+    (problem,) = json.loads(out[-1][1])["problems"]
+    assert problem["file"].endswith("bad.sql")
+    assert problem["message"].startswith("internal error: conversion failed: RecursionError")
+
+
+# -- inputs that cannot be read: a problem of their own, the rest is scanned ------------------------------
+
+_GOOD = "INSERT INTO s.good SELECT a FROM s.src;\n"
+_NO_CAPS = ["--inh-caps=-dac_override,-dac_read_search", "--ambient-caps=-dac_override,-dac_read_search"]
+_NO_CAPS += ["--bounding-set=-dac_override,-dac_read_search"]
+
+
+def _estate(root: Path) -> Path:
+    """Good scripts beside inputs that cannot be read as root can make them (a link to nothing, a FIFO, a
+    file name that is not UTF-8, a statement of 500 CTEs) and those only permissions stop (mode 000)."""
+    (root / "sub").mkdir(parents=True)
+    (root / "good.sql").write_text(_GOOD, encoding="utf-8")
+    (root / "sub" / "ctes.sql").write_text(_cte_chain(500), encoding="utf-8")
+    latin = os.path.join(os.fsencode(root), b"caf\xe9.sql")
+    with open(latin, "wb") as fh:
+        fh.write(b"INSERT INTO s.latin SELECT a FROM s.src;\n")
+    (root / "dangling.sql").symlink_to(root / "nowhere.sql")
+    os.mkfifo(root / "sub" / "fifo.sql")
+    (root / "locked").mkdir()
+    (root / "locked" / "x.sql").write_text(_GOOD, encoding="utf-8")
+    for name, text in (("noperm.sql", _GOOD), ("noperm.json", '{"dbobjs": []}'), ("noperm.jsonl", "{}")):
+        (root / name).write_text(text, encoding="utf-8")
+        (root / name).chmod(0)
+    (root / "locked").chmod(0)
+    return root
+
+
+def _unprivileged(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
+    """``args`` in a process that file permissions stop (as root: without the capabilities that pass them)."""
+    if os.geteuid() == 0:
+        setpriv = shutil.which("setpriv")
+        if setpriv is None:
+            pytest.skip("running as root without setpriv: mode 000 does not stop a read")
+        args = [setpriv, *_NO_CAPS, *args]
+    return subprocess.run(args, cwd=cwd, capture_output=True, text=True, timeout=600, check=False)
+
+
+_UNREADABLE = [
+    ("est/dangling.sql", "error", "not scanned: a link to nothing"),
+    ("est/locked", "error", "folder not scanned: Permission denied"),
+    ("est/noperm.json", "error", "not scanned: Permission denied"),
+    ("est/noperm.jsonl", "error", "not scanned: Permission denied"),
+    ("est/noperm.sql", "error", "not scanned: Permission denied"),
+    ("est/sub/fifo.sql", "error", "not scanned: not a regular file"),
+    ("est/caf\\xe9.sql", "warning", "file name is not UTF-8: its bytes are shown as \\xNN (caf\\xe9.sql)"),
+]
+
+
+def test_inputs_that_cannot_be_read_are_problems_of_their_own(tmp_path: Path) -> None:
+    """Each ended the whole scan with a traceback (an unreadable folder was skipped without a word)."""
+    _estate(tmp_path / "est")
+    code = (
+        "import json; from atlas_bridge import bridge; problems = []\n"
+        "files, notes = bridge.discover_inputs(['est'], problems=problems)\n"
+        "print(json.dumps([[f.name, f.source] for f in files]))\n"
+        "print(json.dumps([[p.file, p.severity.value, p.message] for p in problems]))\n"
+    )
+    done = _unprivileged([sys.executable, "-c", code], tmp_path)
+    assert done.returncode == 0, done.stderr
+    files, problems = (json.loads(line) for line in done.stdout.splitlines())
+    assert files == [
+        ["est/caf\\xe9.sql", "caf\\xe9.sql"],
+        ["est/good.sql", "good.sql"],
+        ["est/sub/ctes.sql", "sub/ctes.sql"],
+    ]
+    assert sorted(map(tuple, problems)) == sorted(_UNREADABLE)
+
+
+@pytest.mark.spark
+def test_a_scan_reports_each_unreadable_input_and_delivers_the_rest(tmp_path: Path) -> None:
+    """The whole command, in a process permissions stop: the summary is written, exit 1 for the errors."""
+    _estate(tmp_path / "est")
+    cli_path = Path(sys.executable).parent / "atlas-bridge"
+    done = _unprivileged([str(cli_path), "scan", "est", "--to", "out", "--no-progress"], tmp_path)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "Traceback" not in done.stdout + done.stderr
+    summary = json.loads((tmp_path / "out" / "summary.json").read_text(encoding="utf-8"))
+    problems = summary["errors"] + summary["warnings"]
+    assert sorted((p["file"], p["severity"], p["message"]) for p in problems) == sorted(_UNREADABLE)
+    entities = [
+        e
+        for f in sorted((tmp_path / "out").glob("*-entities.json"))
+        for e in json.loads(f.read_bytes())["entities"]
+    ]
+    sources = sorted(
+        e["attributes"].get("sourceFile") for e in entities if e["typeName"] == "atlas_bridge_process"
+    )
+    assert sources == ["caf\\xe9.sql", "good.sql", "sub/ctes.sql", "sub/ctes.sql"]
+
+
+@pytest.mark.spark
+def test_payloads_do_not_depend_on_where_the_scan_runs(
+    spark: object, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``sourceFile`` was relative to the working directory when the input was below it, absolute else: the
+    same estate scanned from two places updated every process. It is the path below the scanned folder."""
+    estate = tmp_path / "work" / "estate"
+    (estate / "marts").mkdir(parents=True)
+    (estate / "good.sql").write_text(_GOOD, encoding="utf-8")
+    shutil.copy(DATA / "repeated.sql", estate / "marts" / "repeated.sql")
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    payloads = []
+    for cwd, arg in ((tmp_path / "work", "estate"), (outside, str(estate)), (estate, ".")):
+        monkeypatch.chdir(cwd)
+        out = tmp_path / f"out{len(payloads)}"
+        result = CliRunner().invoke(cli, ["scan", arg, "--to", str(out), "--no-progress"])
+        assert result.exit_code == 0, result.output
+        payloads.append([f.read_bytes() for f in sorted(out.glob("*-entities.json"))])
+    assert payloads[0] == payloads[1] == payloads[2]
+    sources = {
+        e["attributes"]["sourceFile"]
+        for e in json.loads(payloads[0][0])["entities"]
+        if e["typeName"] == "atlas_bridge_process"
+    }
+    assert sources == {"good.sql", "marts/repeated.sql"}

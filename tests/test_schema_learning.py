@@ -422,3 +422,49 @@ def test_extraction_reports_what_it_defines_and_what_it_looked_up(monkeypatch: p
     monkeypatch.setattr(schema, "MAX_LOOKUPS", 2)
     _, _, looked = extract_and_learn(sql, "spark", given)
     assert looked == [(None, "s", "u"), (None, "s", "w"), schema.OVERFLOW]
+
+
+CLOSED = DATA / "views_closed"
+_NOT_IN_DEFINITION = "has no such column in its definition (a view or CREATE TABLE AS SELECT)"
+
+
+def test_a_view_or_ctas_table_has_the_columns_of_its_definition_only() -> None:
+    """A read of v.b added b to the view r.v whose definition selects a only (issue 29): a warning now, in
+    the defining script and in any other; a plain table's DDL still takes any column read."""
+    files = sorted(CLOSED.glob("*.sql"))
+    learned, _ = learn_locally(_units(files), ScanOptions())
+    index = schema_index(learned, None)
+    parts, warnings = [], []
+    for f in files:
+        r = extract_sql_lineage(f.read_text(encoding="utf-8"), None, index, file=f.name)
+        parts.append(r.lineage)
+        warnings += [(p.file, p.statement_index, p.kind, p.message) for p in r.problems]
+    columns = {d.id: sorted(c.name for c in d.columns if not c.system) for d in merge_lineage(parts).datasets}
+    assert columns["table:r.v"] == columns["table:r.c"] == ["a"]
+    assert columns["table:s.plain"] == ["a", "b"]
+    assert warnings == [
+        ("a_view.sql", 3, "orphan_column", f"column 'b' cannot be placed: r.v {_NOT_IN_DEFINITION}"),
+        ("b_reads.sql", 1, "orphan_column", f"column 'b' cannot be placed: r.v {_NOT_IN_DEFINITION}"),
+        ("b_reads.sql", 2, "orphan_column", f"column 'b' cannot be placed: r.c {_NOT_IN_DEFINITION}"),
+    ]
+
+
+@pytest.mark.spark
+def test_scan_sends_a_view_with_the_columns_of_its_definition(session: object, tmp_path: Path) -> None:
+    """The scan learns which tables are views or CTAS from the units' own extraction (across files)."""
+    from atlas_bridge import bridge
+    from atlas_bridge.atlas.sink import FileSink
+
+    delivery = bridge.SinkDelivery(FileSink(tmp_path), f"files:{tmp_path}")
+    summary = bridge.scan([CLOSED], delivery, namespace="test", spark=session)  # type: ignore[arg-type]
+    entities = [
+        e for p in sorted(tmp_path.glob("*-entities.json")) for e in json.loads(p.read_text())["entities"]
+    ]
+    columns = {e["attributes"]["qualifiedName"] for e in entities if e["typeName"] == "atlas_bridge_column"}
+    assert {c for c in columns if c.startswith(("r.v.", "r.c."))} == {"r.v.a@test", "r.c.a@test"}
+    assert "s.plain.b@test" in columns
+    assert sorted((Path(p.file or "").name, p.statement_index) for p in summary.warnings) == [
+        ("a_view.sql", 3),
+        ("b_reads.sql", 1),
+        ("b_reads.sql", 2),
+    ]

@@ -213,3 +213,38 @@ def test_linear_interval_regex_finds_what_sqlglots_finds(text: str) -> None:
     original = re.compile(sqlglot_fixes._ORIGINAL_INTERVAL)
     for t in (text, " " * 800 + text, text + " " * 800 + "x 1 d"):
         assert sqlglot_fixes.INTERVAL_STRING_RE.findall(t) == original.findall(t)
+
+
+# -- T-SQL batches as SQL Server Management Studio writes them --------------------------------------------
+
+
+@pytest.mark.parametrize("newline", ["\n", "\r\n"], ids=["lf", "crlf"])
+def test_a_procedure_closed_by_end_then_go_keeps_every_statement_after_it(newline: str) -> None:
+    """``END`` (a command word to sqlglot) swallowed the text up to the next ``;``, GO lines and all: the
+    statements after the first procedure were lost, with one warning. Each statement keeps its line."""
+    text = (DATA.parent / "scripts" / "ssms_end_then_go.sql").read_text(encoding="utf-8")
+    result = extract_sql_lineage(text.replace("\n", newline), "tsql", file="ssms.sql")
+    lines = text.splitlines()
+    want = {
+        f"Insert into dbo.t{k}": next(n for n, line in enumerate(lines, 1) if f"dbo.t{k} " in line)
+        for k in range(1, 6)
+    }
+    assert {p.name: p.span.line for p in result.lineage.processes if p.span} == want
+    assert [p.message for p in result.problems] == []
+
+
+def test_a_procedure_created_twice_in_one_script_is_its_last_definition() -> None:
+    """Both definitions made a Procedure of one id: 'internal error: statement lineage does not merge' on
+    the second one, exit 1. The database keeps the last definition; both bodies' statements are lineage."""
+    text = (DATA.parent / "scripts" / "oracle_procedure_twice.sql").read_text(encoding="utf-8")
+    result = extract_sql_lineage(text, "oracle", file="deploy.sql")
+    assert result.problems == ()
+    (procedure,) = result.lineage.procedures
+    assert procedure.name == "s.load_x"
+    assert [a.name for a in procedure.arguments] == ["p_day"]
+    assert procedure.span is not None
+    assert procedure.span.line == 7
+    assert sorted((p.name, p.procedure) for p in result.lineage.processes) == [
+        ("Insert into s.t1", "s.load_x"),
+        ("Insert into s.t2", "s.load_x"),
+    ]

@@ -16,7 +16,7 @@ from atlas_bridge.bridge.inputs import count_statements, decode_text, make_probl
 from atlas_bridge.bridge.querylog import read_query_log
 from atlas_bridge.bridge.types import InputKind, ScanOptions, UnitResult, WorkUnit
 from atlas_bridge.errors import AtlasBridgeError
-from atlas_bridge.extractors.sql.schema import LearnedTable, SchemaIndex, TableKey
+from atlas_bridge.extractors.sql.schema import ClosedTable, LearnedTable, SchemaIndex, TableKey
 from atlas_bridge.model import ExtractionResult, Lineage, PausedGC, Problem, merge_lineage
 
 if TYPE_CHECKING:
@@ -63,9 +63,10 @@ def unit_results(
             problems = [p if p.file else p.model_copy(update={"file": f.name}) for p in previous.problems]
             lineage = previous.lineage
             yield _printable(UnitResult(f.name, f.kind, lineage, len(lineage.processes), problems))
-    except AtlasBridgeError as e:
+    except (AtlasBridgeError, OSError) as e:
+        msg = f"cannot read: {e.strerror or e.__class__.__name__}" if isinstance(e, OSError) else str(e)
         yield _printable(
-            UnitResult(f.name, f.kind, Lineage(), problems=[make_problem(str(e), f.name, kind="input")])
+            UnitResult(f.name, f.kind, Lineage(), problems=[make_problem(msg, f.name, kind="input")])
         )
     except Exception as e:  # one bad file must not end the job
         logger.exception("extraction of %s failed", f.name)
@@ -94,6 +95,9 @@ def _extract_unit(unit: WorkUnit, options: ScanOptions, schema: SchemaIndex | No
         return UnitResult(f.name, f.kind, Lineage(), problems=[make_problem(msg, f.name, kind="input")])
     except AtlasBridgeError as e:
         return UnitResult(f.name, f.kind, Lineage(), problems=[make_problem(str(e), f.name, kind="input")])
+    except OSError as e:  # gone or unreadable since it was found
+        msg = f"cannot read: {e.strerror or e.__class__.__name__}"
+        return UnitResult(f.name, f.kind, Lineage(), problems=[make_problem(msg, f.name, kind="input")])
     except Exception as e:  # one bad file must not end the job
         logger.exception("extraction of %s failed", f.name)
         msg = f"internal error: {e.__class__.__name__}: {e}"
@@ -119,8 +123,10 @@ def _extract_sql_file(unit: WorkUnit, options: ScanOptions, base: SchemaIndex | 
         # A piece of a big script: the script's last USE before it on line 1, then blank lines, so that
         # line numbers are the file's own and unqualified names resolve as in the whole script.
         text = unit.prelude + "\n" * (unit.first_line - 1) + text
-    result, defines, lookups = extract_and_learn(text, dialect, schema, options.default_db, file=name)
-    problems.extend(p if p.file else p.model_copy(update={"file": name}) for p in result.problems)
+    source = unit.file.source_name
+    result, defines, lookups = extract_and_learn(text, dialect, schema, options.default_db, file=source)
+    # the payloads name the file as below the scanned folder (sourceFile); reports as the user can open it
+    problems.extend(p if p.file == name else p.model_copy(update={"file": name}) for p in result.problems)
     return UnitResult(
         name, unit.file.kind, result.lineage, statements, problems, defines=defines, lookups=lookups
     )
@@ -181,7 +187,7 @@ def _extract_query_log(unit: WorkUnit, options: ScanOptions, base: SchemaIndex |
             out.last_time_ms = rec.time_ms if out.last_time_ms is None else max(out.last_time_ms, rec.time_ms)
         try:
             result, defines, lookups = extract_and_learn(
-                rec.query, options.dialect, schema, options.default_db, file=name
+                rec.query, options.dialect, schema, options.default_db, file=unit.file.source_name
             )
             out.defines.extend(defines)
             out.lookups.extend(k for k in lookups if k not in seen)
@@ -254,8 +260,16 @@ def extract_partition(
             problems.extend(r.problems)
             defines.extend(r.defines)
             lookups.update(dict.fromkeys(r.lookups))
-            with PausedGC():  # conversion builds many objects that all live until the unit is sent
-                records = _unit_records(r, options, namespace, texts, text_sink)
+            try:
+                with PausedGC():  # conversion builds many objects that all live until the unit is sent
+                    records = _unit_records(r, options, namespace, texts, text_sink)
+            except Exception as e:  # a bug of ours in the conversion: this unit's lineage only, not the job
+                logger.exception("conversion of %s failed", r.file)
+                msg = printable(f"internal error: conversion failed: {e.__class__.__name__}: {e}", 500)
+                problems.append(make_problem(msg, r.file, kind="internal"))
+                records = _unit_records(
+                    UnitResult(r.file, r.kind, Lineage()), options, namespace, texts, text_sink
+                )
             yield "unit", records
         if per_unit:
             rank = 0
@@ -264,6 +278,9 @@ def extract_partition(
 
                 defines, rank = list(learn_unit(unit, options).tables), 1
             learned = {"tables": defines, "rank": rank, "lookups": list(lookups)}
+            closed = [i for i, t in enumerate(defines) if isinstance(t, ClosedTable)]
+            if closed:  # views and CTAS tables (JSON keeps no tuple's class)
+                learned["closed"] = closed
             yield "schema", json.dumps(learned, separators=(",", ":"), ensure_ascii=False)
             yield "uhead", json.dumps(_header(files, problems), sort_keys=True)
     header: dict[str, Any] = _header({}, []) if per_unit else _header(files, problems)

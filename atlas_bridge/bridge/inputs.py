@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import bisect
+import codecs
 import fnmatch
 import itertools
 import json
 import os
 import re
+import stat
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -56,6 +58,7 @@ def discover_inputs(
     include: Sequence[str] = (),
     exclude: Sequence[str] = (),
     query_field: str | None = None,
+    problems: list[Problem] | None = None,
 ) -> tuple[list[InputFile], list[str]]:
     """The files to scan under ``paths``, sorted by name, and notes on files left out.
 
@@ -63,24 +66,25 @@ def discover_inputs(
     must have a known suffix and pass the globs. Globs match the path relative to the directory given, or
     the file name (``--include 'marts/*'``, ``--exclude '*_test.sql'``).
 
+    ``problems``: where an input that cannot be read goes (a file or folder without permission, a dangling
+    link, a FIFO named ``x.sql``, a file name that is not UTF-8): a problem of that input only, the others
+    are scanned.
+
     Raises:
         ConfigError: a path does not exist.
     """
     found: dict[str, InputFile] = {}
     notes: list[str] = []
+    problems = problems if problems is not None else []
     for raw in paths:
         root = Path(raw)
-        if not root.exists():
-            msg = f"no such file or directory: {root}"
+        if not root.exists() and not root.is_symlink():
+            msg = f"no such file or directory: {_safe(str(root))}"
             raise ConfigError(msg)
-        if root.is_file():
-            candidates = [(root, root.name)]
+        if root.is_dir():
+            candidates = _walk(root, problems)
         else:
-            candidates = [
-                (p, p.relative_to(root).as_posix())
-                for p in sorted(root.rglob("*"))
-                if p.is_file() and not any(part.startswith(".") for part in p.relative_to(root).parts)
-            ]
+            candidates = [(root, root.name)]
         for path, rel in candidates:
             if include and not _matches(rel, include):
                 continue
@@ -91,20 +95,87 @@ def discover_inputs(
                 if root.is_file():
                     notes.append(f"{_display(path)}: skipped, unknown kind of file")
                 continue
-            kind = classify_file(path, query_field=query_field)
-            name = _display(path)
-            if kind == InputKind.SCHEMA:
-                notes.append(f"{name}: not scanned, a schema mapping (see --schema)")
-                continue
-            if kind in (InputKind.SQL, InputKind.QUERY_LOG):
-                with open(path, "rb") as fh:
-                    if looks_binary(fh.read(_BINARY_SNIFF)):
-                        notes.append(f"{name}: skipped, binary content (not text)")
-                        continue
-            key = str(path.resolve())
-            found.setdefault(key, InputFile(path=key, name=name, kind=kind, size=path.stat().st_size))
+            taken = _take(path, rel, query_field, notes, problems)
+            if taken is not None:
+                found.setdefault(taken.path, taken)
     files = sorted(found.values(), key=lambda f: (f.name, f.path))
     return files, notes
+
+
+def _walk(root: Path, problems: list[Problem]) -> list[tuple[Path, str]]:
+    """The entries below ``root`` that are not folders (hidden ones left out), with their path below it; a
+    folder that cannot be listed is a problem (it was skipped without a word)."""
+
+    def unreadable(e: OSError) -> None:
+        folder = Path(e.filename) if e.filename is not None else root
+        problems.append(_input_problem(f"folder not scanned: {_reason(e)}", _display(folder, resolve=False)))
+
+    out = []
+    for folder, dirs, names in os.walk(root, onerror=unreadable):
+        here = Path(folder)
+        rel_dir = here.relative_to(root)
+        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+        for name in names:
+            if not name.startswith("."):
+                out.append((here / name, (rel_dir / name).as_posix()))
+    return sorted(out)
+
+
+def _take(
+    path: Path, rel: str, query_field: str | None, notes: list[str], problems: list[Problem]
+) -> InputFile | None:
+    """The input at ``path`` (``rel``: its path below the scanned folder, or its name), or None: left out
+    with a note, or a problem when it cannot be read."""
+    name = _display(path, resolve=False) if path.is_symlink() and not path.exists() else _display(path)
+    if _safe(name) != name:
+        problems.append(
+            Problem(
+                message=f"file name is not UTF-8: its bytes are shown as \\xNN ({_safe(path.name)})",
+                severity=Severity.WARNING,
+                kind="input",
+                file=_safe(name),
+            )
+        )
+    try:
+        st = path.stat()
+        if not stat.S_ISREG(st.st_mode):  # a FIFO would block the read for ever
+            problems.append(_input_problem("not scanned: not a regular file", _safe(name)))
+            return None
+        kind = classify_file(path, query_field=query_field)
+        if kind == InputKind.SCHEMA:
+            notes.append(f"{_safe(name)}: not scanned, a schema mapping (see --schema)")
+            return None
+        if kind in (InputKind.SQL, InputKind.QUERY_LOG):
+            with open(path, "rb") as fh:
+                if looks_binary(fh.read(_BINARY_SNIFF), utf16=kind == InputKind.SQL):
+                    notes.append(f"{_safe(name)}: skipped, binary content (not text)")
+                    return None
+        key = str(path.resolve())
+    except OSError as e:
+        problems.append(_input_problem(f"not scanned: {_reason(e)}", _safe(name)))
+        return None
+    return InputFile(path=key, name=_safe(name), kind=kind, size=st.st_size, source=_safe(rel))
+
+
+def _reason(e: OSError) -> str:
+    """What went wrong, without the path (the problem names it)."""
+    if e.filename is not None and not Path(e.filename).exists() and Path(e.filename).is_symlink():
+        return "a link to nothing"
+    return e.strerror or e.__class__.__name__
+
+
+def _input_problem(message: str, name: str) -> Problem:
+    return Problem(message=message, kind="input", file=_safe(name))
+
+
+def _safe(text: str) -> str:
+    """A path as text that is valid UTF-8 everywhere: the bytes of a name that is not UTF-8 (Python holds
+    them as lone surrogates, which neither JSON nor a terminal takes) shown as ``\\xNN``.
+
+    >>> _safe("caf\\udce9.sql"), _safe("café.sql")
+    ('caf\\\\xe9.sql', 'café.sql')
+    """
+    return text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
 
 
 def _matches(rel: str, globs: Sequence[str]) -> bool:
@@ -112,11 +183,13 @@ def _matches(rel: str, globs: Sequence[str]) -> bool:
     return any(fnmatch.fnmatchcase(rel, g) or fnmatch.fnmatchcase(base, g) for g in globs)
 
 
-def _display(path: Path) -> str:
+def _display(path: Path, *, resolve: bool = True) -> str:
+    """How reports name a file: relative to the working directory when below it, else absolute."""
+    full = path.resolve() if resolve else Path(os.path.abspath(path))
     try:
-        return path.resolve().relative_to(Path.cwd().resolve()).as_posix()
+        return full.relative_to(Path.cwd().resolve()).as_posix()
     except ValueError:
-        return path.resolve().as_posix()
+        return full.as_posix()
 
 
 def classify_file(path: str | os.PathLike[str], *, query_field: str | None = None) -> str:
@@ -277,11 +350,17 @@ def plan_units(
     return units
 
 
+_LONE_CR = re.compile(rb"\r(?!\n)")
+
+
 def _script_units(f: InputFile, options: ScanOptions, *, ship_content: bool) -> list[WorkUnit]:
     from atlas_bridge.bridge.extract import dialect_hint
 
     data = Path(f.path).read_bytes()
-    if b"\r" in data or looks_binary(data[:_BINARY_SNIFF]):
+    # A lone CR ends a line for sqlglot but not for the piece's line count: such a script stays whole.
+    # Windows line endings (CR LF) count as one line break for both, and are cut like LF ones.
+    # UTF-16 (two bytes a character) stays whole too: its pieces would need the byte order mark.
+    if _utf16(data) or _LONE_CR.search(data) or looks_binary(data[:_BINARY_SNIFF]):
         return [WorkUnit(f, 0, f.size, data if ship_content else None)]
     try:
         text = data.decode("utf-8")
@@ -290,7 +369,7 @@ def _script_units(f: InputFile, options: ScanOptions, *, ship_content: bool) -> 
     pieces = split_script(text, options.sql_chunk_bytes)
     if len(pieces) == 1:
         return [WorkUnit(f, 0, f.size, data if ship_content else None)]
-    dialect = dialect_hint(text)
+    dialect = dialect_hint(text.lstrip("\ufeff"))
     units = []
     byte_pos = 0
     for start, end, first_line, prelude in pieces:
@@ -335,19 +414,38 @@ _BINARY_SNIFF = 8192
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
 
 
-def looks_binary(head: bytes) -> bool:
+def looks_binary(head: bytes, *, utf16: bool = False) -> bool:
     """A NUL byte, or more than 10 % control bytes, in the first 8 KiB: not text (an image named x.sql).
+
+    ``utf16``: a head with a UTF-16 byte order mark (SQL Server Management Studio saves scripts so) is
+    judged on its characters, not its bytes (half of them NUL).
 
     >>> looks_binary(b"select 1;\\n"), looks_binary(b"\\x89PNG\\r\\n\\x1a\\n\\x00\\x00")
     (False, True)
+    >>> looks_binary("select 1;".encode("utf-16"), utf16=True)
+    False
     """
     sample = head[:_BINARY_SNIFF]
     if not sample:
         return False
+    if utf16 and _utf16(sample):
+        chars = sample[: len(sample) // 2 * 2].decode("utf-16", errors="replace")
+        controls = sum(1 for c in chars if c < " " and c not in "\t\n\r")
+        return "\x00" in chars or controls * 10 > len(chars)
     if b"\x00" in sample:
         return True
     controls = sum(1 for b in sample if b < 32 and b not in (9, 10, 13))
     return controls * 10 > len(sample)
+
+
+def sql_codec(data: bytes) -> str:
+    """The codec of a script: UTF-16 after its byte order mark, else UTF-8 (a byte order mark dropped)."""
+    return "utf-16" if _utf16(data) else "utf-8-sig"
+
+
+def _utf16(data: bytes) -> bool:
+    """Starts with a UTF-16 byte order mark (little or big endian)."""
+    return data[:2] in (codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)
 
 
 def printable(text: str, limit: int = 200) -> str:
@@ -367,17 +465,21 @@ def read_unit(unit: WorkUnit) -> bytes:
 
 
 def decode_text(data: bytes, name: str, problems: list[Problem]) -> str:
+    """UTF-8 (a byte order mark dropped), or UTF-16 after its byte order mark; bytes that do not decode
+    are replaced and reported (one warning, at the first one's line)."""
+    codec = sql_codec(data)
+    label = "UTF-16" if codec == "utf-16" else "UTF-8"
     try:
-        return data.decode("utf-8-sig")
+        return data.decode(codec)
     except UnicodeDecodeError as e:
-        line = data[: e.start].count(b"\n") + 1
+        line = data[: e.start].decode(codec, errors="replace").count("\n") + 1
         problems.append(
             Problem(
-                message=f"not UTF-8 at byte {e.start}; undecodable bytes replaced",
+                message=f"not {label} at byte {e.start}; undecodable bytes replaced",
                 severity=Severity.WARNING,
                 kind="input",
                 file=name,
                 line=line,
             )
         )
-        return data.decode("utf-8-sig", errors="replace")
+        return data.decode(codec, errors="replace")

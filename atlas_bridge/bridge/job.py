@@ -21,7 +21,7 @@ from atlas_bridge.bridge.merge import EntityCollector, task_file_name
 from atlas_bridge.bridge.schema import UnitSchema, schema_index
 from atlas_bridge.bridge.types import Progress, ScanOptions, WorkUnit
 from atlas_bridge.errors import ConfigError
-from atlas_bridge.extractors.sql.schema import OVERFLOW, LearnedTable, SchemaIndex, TableKey
+from atlas_bridge.extractors.sql.schema import OVERFLOW, ClosedTable, LearnedTable, SchemaIndex, TableKey
 from atlas_bridge.model import PausedGC, Problem
 
 if TYPE_CHECKING:
@@ -617,11 +617,15 @@ def _learning_rounds(
         rows: Iterable[tuple[int, dict[str, Any]]], index: SchemaIndex, learned: list[LearnedTable]
     ) -> None:
         for i, entry in rows:
-            tables = []
-            for t in entry["tables"]:
+            tables: list[LearnedTable] = []
+            closed = set(entry.get("closed", ()))
+            for n, t in enumerate(entry["tables"]):
                 columns = tuple((str(c), None if ty is None else str(ty)) for c, ty in t[3])
                 key = one((t[0], t[1], t[2], columns))
-                tables.append(shared.setdefault(("table", key), (key[0], key[1], key[2], list(columns))))
+                table: LearnedTable = (key[0], key[1], key[2], list(columns))
+                if n in closed:  # a view or CTAS table: its columns are its definition's
+                    table = ClosedTable(table)
+                tables.append(shared.setdefault(("table", n in closed, key), table))
             results[i] = UnitSchema(units[i].file.name, tuple(tables), rank=int(entry["rank"]))
             lookups[i] = [one((k[0], k[1], k[2])) for k in entry["lookups"]]
             signature[i] = _signature(index, lookups[i], learned)
@@ -665,7 +669,11 @@ def _learning_rounds(
 def _signature(index: SchemaIndex, keys: Sequence[TableKey], learned: Sequence[LearnedTable]) -> bytes:
     """What ``index`` answers for the look-ups (a digest: one per unit is kept); for a unit with more
     look-ups than were kept, the whole learned schema."""
-    answers: Any = learned if OVERFLOW in keys else [index.columns(*k, record=False) for k in keys]
+    answers: Any = (
+        [(t, isinstance(t, ClosedTable)) for t in learned]
+        if OVERFLOW in keys
+        else [(index.columns(*k, record=False), index.closed(*k)) for k in keys]
+    )
     return hashlib.blake2b(repr(answers).encode("utf-8"), digest_size=16).digest()
 
 

@@ -86,13 +86,18 @@ def scan(
     options = options or ScanOptions()
     timings: dict[str, float] = {}
     t0 = time.perf_counter()
-    files, notes = discover_inputs(paths, include=include, exclude=exclude, query_field=options.query_field)
+    unreadable: list[Problem] = []  # inputs that cannot be read: problems of their own, the rest goes on
+    files, notes = discover_inputs(
+        paths, include=include, exclude=exclude, query_field=options.query_field, problems=unreadable
+    )
     for note in notes:
         logger.info("%s", note)
     logger.info("found %d input file(s)", len(files))
     timings["discover"] = time.perf_counter() - t0
     if not files:  # nothing to do: no Spark start-up, and the caller says so
-        return ScanSummary(delivery.target, files, notes, ExtractStats(), {}, DeliveryStats(), timings)
+        return ScanSummary(
+            delivery.target, files, notes, ExtractStats(problems=unreadable), {}, DeliveryStats(), timings
+        )
 
     with tempfile.TemporaryDirectory(prefix="atlas-bridge-scan-") as spill:
         collector = EntityCollector(spill)
@@ -162,6 +167,7 @@ def scan(
             if own_session:
                 session.stop()
             collector.close()
+        stats.problems[:0] = unreadable
         timings["extract"] = stats.extract_s
         timings["merge"] = stats.merge_s
         for p in stats.problems:

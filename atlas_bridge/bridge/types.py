@@ -25,12 +25,20 @@ class InputKind:
 
 @dataclasses.dataclass(frozen=True)
 class InputFile:
-    """A file to scan. ``name`` is how reports spell it (relative to the working directory if below it)."""
+    """A file to scan. ``name`` is how reports spell it (relative to the working directory if below it);
+    ``source`` is how payloads do (its processes' ``sourceFile``): the path below the scanned folder, or the
+    file's name when the file itself was given, so the same estate gives the same payloads wherever the
+    scan runs. None: ``name``."""
 
     path: str
     name: str
     kind: str
     size: int
+    source: str | None = None
+
+    @property
+    def source_name(self) -> str:
+        return self.source if self.source is not None else self.name
 
 
 @dataclasses.dataclass(frozen=True)

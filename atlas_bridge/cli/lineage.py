@@ -7,6 +7,7 @@ failed (the lineage of the others is still printed).
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -31,11 +32,14 @@ def _read_sql(
     """A script's lineage; a big plain script piece by piece. ``collapse``: only the end-to-end view will be
     printed, so each piece is collapsed as it comes (its resultsets and their edges are not kept)."""
     from atlas_bridge.bridge.extract import dialect_hint
-    from atlas_bridge.bridge.inputs import count_statements, split_script
+    from atlas_bridge.bridge.inputs import count_statements, split_script, sql_codec
     from atlas_bridge.extractors.sql import extract_sql_lineage
     from atlas_bridge.graph import end_to_end
 
-    text = path.read_text(encoding="utf-8", errors="replace")
+    data = path.read_bytes()
+    # UTF-8 or (with its byte order mark, as SQL Server Management Studio saves) UTF-16; newlines as
+    # Python's text mode reads them
+    text = re.sub(r"\r\n?", "\n", data.decode(sql_codec(data), errors="replace"))
     pieces = split_script(text, _PIECE_CHARS) if len(text) > _PIECE_CHARS else []
     if len(pieces) <= 1:
         return extract_sql_lineage(text, dialect, schema, default_db, file=str(path))

@@ -208,12 +208,12 @@ def scan_command(
             delivery.close()
 
     if not summary.files:
-        skipped = "".join(f"\n  {note}" for note in summary.notes)
+        skipped = "".join(f"\n  {note}" for note in [*summary.notes, *map(str, summary.extract.problems)])
         where = ", ".join(str(p) for p in paths)
         click.echo(
             f"nothing to scan: no SQL scripts, SQLFlow exports or query logs under {where}{skipped}", err=True
         )
-        sys.exit(0 if allow_empty else 1)
+        sys.exit(0 if allow_empty and not summary.failed(fail_on) else 1)
     if delivery.target.startswith("files:"):  # payloads in a folder: the lineage page beside them
         from atlas_bridge.page import write_lineage_page
 
@@ -243,6 +243,11 @@ def _prepare(
 
     to_atlas = to == "atlas"
     overrides: dict[str, Any] = {"namespace": namespace}
+    folder_to = to if to is not None and to not in ("atlas", "kafka") else None
+    for option, folder in (("--to", folder_to), ("--out", out_dir)):
+        if folder is not None and Path(folder).exists() and not Path(folder).is_dir():
+            msg = f"{option} {folder}: exists and is not a folder (give a folder, or a path not yet there)"
+            raise ConfigError(msg)
     if to == "kafka":
         return _prepare_kafka(Settings.load(config_file, **overrides), out_dir)
     if to is not None and not to_atlas:

@@ -294,7 +294,9 @@ class ScriptGraph:
         validator would (a dangling end, two different processes under one id): a bug of ours.
         ``positions`` tells a dataset's column positions (the script's schema), where known."""
         processes = _unique_by_id(self.processes, "process")
-        procedures = _unique_by_id(self.procedures, "procedure")
+        # A script may create one procedure twice (CREATE OR REPLACE): the last definition is the one the
+        # database keeps; both bodies' statements stay processes of their own.
+        procedures = list({p.id: p for p in self.procedures}.values())
         columns = {(d.id, c.name) for d in self.datasets.values() for c in d.columns.values()}
         proc_ids = {p.id for p in processes}
         # Each relation's fields are paired with Relation.sort_key of it but the last part (the span's text),

@@ -158,6 +158,15 @@ class QueryResult:
         return (self.ds.id, PSEUDO_ROWS)
 
 
+def _no_such_column(written: str, src: Source) -> str:
+    """Why a column of a known table is an orphan (a view's or CTAS table's definition says which it has)."""
+    if not src.closed:
+        return f"{written} has no such column"
+    table = ".".join(p for p in (src.ds.catalog, src.ds.db, src.ds.name) if p)
+    shown = table if written.lower() in (table.lower(), src.ds.name.lower()) else f"{written} ({table})"
+    return f"{shown} has no such column in its definition (a view or CREATE TABLE AS SELECT)"
+
+
 @dataclass(slots=True)
 class Source:
     """Something in FROM: a table (``query`` None) or a resultset (CTE, subquery, function)."""
@@ -173,6 +182,9 @@ class Source:
     rename_names: tuple[str, ...] = ()
     types: dict[str, str | None] | None = None
     """Column types from the schema (lower name -> type), recorded on the columns used."""
+    closed: bool = False
+    """A view or CTAS table whose definition is known: its columns are the definition's, and a read of any
+    other is an orphan column with a warning (not a new column of it)."""
 
     def has(self, name: str) -> bool | None:
         return self.has_lower(name.lower())
@@ -199,7 +211,7 @@ class Source:
             if self.types and self.types.get(low) and self.ds.columns[low].data_type is None:
                 self.ds.columns[low].data_type = self.types[low]
             return (self.ds.id, col)
-        if self.known is None or force:
+        if self.known is None or (force and not self.closed):
             return (self.ds.id, self.ds.column(name, span))
         return None
 
@@ -1042,15 +1054,24 @@ class StatementContext:
             ds = self.table(item)
             maps = self.state.schema.column_maps(catalog or None, db or self.state.default_db or None, name)
             known = types = None
+            closed = False
             if maps is not None:
                 known, types = maps[1], maps[2]
+                closed = self.state.schema.closed(catalog or None, db or self.state.default_db or None, name)
             names = {low}
             if db:
                 names.add(f"{db.lower()}.{low}")
                 if catalog:
                     names.add(f"{catalog.lower()}.{db.lower()}.{low}")
             scope.sources.append(
-                Source(alias=(alias or name).lower(), ds=ds, names=tuple(names), known=known, types=types)
+                Source(
+                    alias=(alias or name).lower(),
+                    ds=ds,
+                    names=tuple(names),
+                    known=known,
+                    types=types,
+                    closed=closed,
+                )
             )
             return
         while (
@@ -1314,7 +1335,7 @@ class StatementContext:
                         col_name = name if cut == len(qual) else parts[cut]
                         key = src.column(col_name, span, force=True)
                         if key is None:
-                            key = self.orphan(col_name, span, f"{'.'.join(qual[:cut])} has no such column")
+                            key = self.orphan(col_name, span, _no_such_column(".".join(qual[:cut]), src))
                             out.append(Ref(key, span, agg, window, func=func, orphan=True))
                         else:
                             out.append(Ref(key, span, agg, window, func=func))
@@ -1381,6 +1402,8 @@ class StatementContext:
                 out.append(Ref(key2, span, agg, window, func=func))
                 return
         reason = "no table in scope" if not scope.sources else "not a column of any table in scope"
+        if len(scope.sources) == 1 and scope.sources[0].closed:
+            reason = _no_such_column(scope.sources[0].alias, scope.sources[0])
         key = self.orphan(name, span, reason)
         out.append(Ref(key, span, agg, window, func=func, orphan=True))
 

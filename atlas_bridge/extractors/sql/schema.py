@@ -28,6 +28,14 @@ LearnedTable = tuple[str | None, str | None, str, Columns]
 """(catalog, db, name, columns) of a table a script defines, names as written."""
 
 
+class ClosedTable(tuple[str | None, str | None, str, Columns]):
+    """A :data:`LearnedTable` that is a view or CTAS table: its columns are its definition's, and a read of
+    another column of it is an orphan column with a warning, in any script (see :meth:`SchemaIndex.closed`).
+    A tuple like any learned table; JSON loses the class: a unit's learned tables say which are closed."""
+
+    __slots__ = ()
+
+
 MAX_LOOKUPS = 10_000
 """Distinct look-ups :attr:`SchemaIndex.lookups` keeps; beyond, :data:`OVERFLOW` stands for the rest."""
 OVERFLOW: TableKey = (None, None, "")
@@ -51,6 +59,8 @@ class SchemaIndex:
         self._spelling: dict[TableKey, tuple[str | None, str | None, str]] = {}
         self._defined: dict[TableKey, None] = {}
         """Tables added by :meth:`add` (DDL), in order: what a script teaches."""
+        self._closed: set[TableKey] = set()
+        """Views and CTAS tables of this layer: their columns are their definition's (see :meth:`closed`)."""
         self._unordered: set[TableKey] = set()
         """Tables whose columns are known by name only (read from Atlas without positions)."""
         self._unresolved: dict[TableKey, None] = {}
@@ -85,9 +95,14 @@ class SchemaIndex:
         """Add (or replace) the tables of a nested mapping."""
         self._load(schema, ())
 
-    def add(self, catalog: str | None, db: str | None, name: str, columns: Columns) -> None:
-        """Record (or replace) a table's columns, e.g. from CREATE TABLE earlier in the script."""
+    def add(
+        self, catalog: str | None, db: str | None, name: str, columns: Columns, *, closed: bool = False
+    ) -> None:
+        """Record (or replace) a table's columns, e.g. from CREATE TABLE earlier in the script; ``closed``:
+        a view or CTAS table, whose columns are its definition's."""
         key = self._put(catalog, db, name, columns)
+        if closed:
+            self._closed.add(key)
         self._defined.pop(key, None)  # re-defined: it moves to the end
         self._defined[key] = None
         self._unresolved.pop(key, None)
@@ -104,7 +119,8 @@ class SchemaIndex:
         for key in self._defined:
             cols = self._tables[key]
             catalog, db, name = self._spelling[key]
-            out.append((catalog, db, name, _as_columns(cols)))
+            table = (catalog, db, name, _as_columns(cols))
+            out.append(ClosedTable(table) if key in self._closed else table)
         return out
 
     def pending(self) -> bool:
@@ -112,10 +128,25 @@ class SchemaIndex:
         return any(k not in self._defined for k in self._unresolved)
 
     def add_all(self, tables: Iterable[LearnedTable], *, unordered: Iterable[TableKey] = ()) -> None:
-        """Add tables (a learned schema); those named in ``unordered`` have columns in no known order."""
-        for catalog, db, name, cols in tables:
-            self._put(catalog, db, name, cols)
+        """Add tables (a learned schema); those named in ``unordered`` have columns in no known order; a
+        :class:`ClosedTable` is a view or CTAS table (see :meth:`closed`)."""
+        for table in tables:
+            catalog, db, name, cols = table
+            key = self._put(catalog, db, name, cols)
+            if isinstance(table, ClosedTable):
+                self._closed.add(key)
         self._unordered.update(unordered)
+
+    def closed(self, catalog: str | None, db: str | None, name: str) -> bool:
+        """Whether the table is a view or CTAS table whose definition gave its columns: a column it does not
+        have is not one of it (a plain table's DDL may be older than the table: any column is taken)."""
+        key = self._resolve(catalog, db, name)
+        return key is not None and self._is_closed(key)
+
+    def _is_closed(self, key: TableKey) -> bool:
+        if key in self._tables:
+            return key in self._closed
+        return self.base._is_closed(key) if self.base is not None else False
 
     def in_order(self, catalog: str | None, db: str | None, name: str) -> bool:
         """Whether the table's columns are in the table's own order (an INSERT can map by position)."""
@@ -138,6 +169,7 @@ class SchemaIndex:
         if key not in self._tables:
             self._by_name.setdefault(key[2], []).append(key)
         self._tables[key] = columns
+        self._closed.discard(key)  # (re)defined: closed again only if its new definition says so
         self._maps.pop(key, None)
         self._spelling[key] = (catalog or None, db or None, name)
         return key

@@ -95,7 +95,7 @@ class StatementChunk:
 def split_statements(text: str, dialect: Dialect) -> list[StatementChunk]:
     """Statements of ``text`` in order. Empty statements (``;;``, comments only) are dropped."""
     try:
-        tokens = tokenize(text, dialect)
+        tokens = _ungo(text, dialect, tokenize(text, dialect))
     except Exception:  # SqlglotError, or the tokenizer's own failure: our scanner cuts the text instead
         return _split_by_scanning(text, dialect)
     chunks: list[StatementChunk] = []
@@ -117,6 +117,78 @@ def split_statements(text: str, dialect: Dialect) -> list[StatementChunk]:
 
 
 _TOKEN_TYPE = attrgetter("token_type")
+
+_GO_LINE = re.compile(r"^[ \t]*go(?:[ \t]+\d+)?[ \t]*\r?$", re.IGNORECASE | re.MULTILINE)
+
+
+def _ungo(text: str, dialect: Dialect, tokens: list[Token]) -> list[Token]:
+    """Give back the ``GO`` lines a command word swallowed.
+
+    After a command word at a statement start (``END`` closing a T-SQL procedure without a ``;``), sqlglot
+    keeps the rest of the statement, up to the next ``;``, as one raw STRING token: a ``GO`` line in it
+    (what SQL Server Management Studio writes after ``END``) was never seen, and the statements after it
+    were lost inside the procedure. Such a STRING is cut at its first ``GO`` line: the words before it stay
+    the command's, the text from the ``GO`` on is tokenized again at its place in the file. Linear: each
+    round goes on from a later offset, and only STRING tokens are looked at (a text without a GO line is
+    returned as it is).
+    """
+    if _GO_LINE.search(text) is None:
+        return tokens
+    string = TokenType.STRING
+    out: list[Token] = []
+    lines: LineIndex | None = None
+    # token lists still to emit, from an index on, with the indices of their STRING tokens
+    todo = [(tokens, 0, [k for k, t in enumerate(tokens) if t.token_type is string])]
+    while todo:
+        toks, j, strings = todo.pop()
+        for i in strings[bisect.bisect_left(strings, j) :]:
+            tok = toks[i]
+            raw_text = str(tok.text)
+            if tok.end - tok.start + 1 >= len(raw_text):  # a real string literal, not a swallowed statement
+                continue
+            prev = toks[i - 1] if i > j else (out[-1] if out else None)
+            begin = text.find(raw_text, prev.end + 1 if prev is not None else 0)
+            if begin < 0:
+                continue
+            # searched in the file from the line's start (not in the token's text): GO must be alone on its
+            # line (a GO line is short: looked back a little only, so a one-line script stays linear)
+            near = max(begin - 80, 0)
+            line_start = text.rfind("\n", near, begin) + 1 or near
+            go = _GO_LINE.search(text, line_start, begin + len(raw_text))
+            if go is None:
+                continue
+            lines = lines or LineIndex(text)
+            out.extend(toks[j:i])
+            cut = go.start()
+            head = text[begin:cut].rstrip()
+            if head:
+                line, col = lines.position(begin)
+                last = begin + len(head) - 1
+                out.append(Token(string, head, line, col, last, last))
+            # the GO line's own tokens (GO, its count) from where the STRING starts (it may start on the GO
+            # line: the count after a GO the tokenizer took for a command word), then the text after the
+            # line, tokenized from a statement start
+            line, col = lines.position(cut)
+            for m in re.finditer(r"\w+", go.group()):
+                at = cut + m.start()
+                kind = TokenType.NUMBER if m.group().isdigit() else TokenType.COMMAND
+                if at >= begin:
+                    out.append(Token(kind, m.group(), line, col + m.start(), at, at + len(m.group()) - 1))
+            after = go.end()
+            if i + 1 < len(toks):
+                tail_end = toks[i + 1].start
+            else:
+                tail_end = (
+                    todo[-1][0][todo[-1][1]].start if todo and todo[-1][1] < len(todo[-1][0]) else len(text)
+                )
+            todo.append((toks, i + 1, strings))
+            tail = tokenize(text[after:tail_end], dialect)
+            shift_tokens(tail, after, *lines.position(after))
+            todo.append((tail, 0, [k for k, t in enumerate(tail) if t.token_type is string]))
+            break
+        else:
+            out.extend(toks[j:])
+    return out
 
 
 def tokenize(text: str, dialect: Dialect) -> list[Token]:

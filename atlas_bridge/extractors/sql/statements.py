@@ -131,7 +131,8 @@ def handle_create(stmt: exp.Expr, ctx: StatementContext) -> None:
         types = {c.lower(): t for c, t in defs}
         for c in written:  # else the type of the column it copies (known from a schema or DDL)
             types[c.lower()] = types.get(c.lower()) or target.columns[c.lower()].data_type
-        state.schema.add(table.catalog or None, db, table.name, [(c, types.get(c.lower())) for c in written])
+        columns = [(c, types.get(c.lower())) for c in written]
+        state.schema.add(table.catalog or None, db, table.name, columns, closed=True)
     else:
         state.schema.unresolved(table.catalog or None, db, table.name)
 
