@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import textwrap
@@ -20,11 +21,11 @@ from typing import Any
 import pytest
 from atlas_stub.http import Fault, FaultServer
 from click.testing import CliRunner
+from test_faults import _closed_port, _fast_env, _payload_entities
 
 from atlas_bridge.atlas.client import AtlasClient, RetryPolicy
-from atlas_bridge.atlas.sink import MANIFEST, AtlasSink, FileSink, dumps_batch, push_directory
+from atlas_bridge.atlas.sink import MANIFEST, AtlasSink, FileSink, push_directory
 from atlas_bridge.cli import cli
-from test_faults import _closed_port, _fast_env, _payload_entities
 
 REPO = Path(__file__).resolve().parent.parent
 WAREHOUSE = REPO / "examples" / "warehouse"
@@ -212,3 +213,222 @@ def test_a_refused_push_keeps_atlas_answer_beside_the_batch(tmp_path: Path) -> N
         assert (report.batches, report.skipped, report.failed) == (1, 1, 0)
         assert not (folder / "0001-entities.error.json").exists()
         assert _datasets(srv) == {"db.a@p", "db.b@p"}
+
+
+# -- whole scans -----------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def clean(spark: object, tmp_path_factory: pytest.TempPathFactory) -> set[tuple[str, str]]:
+    """Our entities of the example warehouse, scanned to files: what every interrupted run must deliver."""
+    out = tmp_path_factory.mktemp("clean")
+    result = CliRunner().invoke(cli, ["scan", str(WAREHOUSE), "--to", str(out), "--namespace", NS])
+    assert result.exit_code == 0, result.output
+    return _ours(_payload_entities(out))
+
+
+def _scan(out: Path, *paths: Path, extra: tuple[str, ...] = ()) -> Any:
+    args = ["scan", *map(str, paths), "--to", "atlas", "--out", str(out), "--namespace", NS]
+    return CliRunner().invoke(cli, [*args, "--batch-size", "40", *extra])
+
+
+def _atlas_entities(srv: FaultServer) -> Counter[tuple[str, str]]:
+    return Counter(
+        (e["typeName"], e["attributes"]["qualifiedName"])
+        for e in srv.stub.active_entities()
+        if e["typeName"].startswith("atlas_bridge")
+    )
+
+
+def _ours(entities: Counter[tuple[str, str]]) -> set[tuple[str, str]]:
+    return {k for k in entities if k[0].startswith("atlas_bridge")}
+
+
+@pytest.mark.spark
+def test_a_scan_keeps_the_batches_an_earlier_scan_kept_for_push(
+    spark: object, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Scan A (Atlas down) kept its batches in unsent/; scan B of another folder, same --out, wiped them."""
+    monkeypatch.chdir(tmp_path)
+    _fast_env(monkeypatch, f"http://127.0.0.1:{_closed_port()}")
+    out = tmp_path / "atlas-bridge-out"
+    unsent = out / "unsent"
+    first = _scan(out, WAREHOUSE / "marts")
+    assert first.exit_code == 1, first.output
+    kept_by_a = _payload_entities(unsent)
+    assert kept_by_a
+    second = _scan(out, WAREHOUSE / "views")
+    assert second.exit_code == 1, second.output
+    kept = _payload_entities(unsent)
+    assert set(kept_by_a) <= set(kept)
+    assert set(kept) - set(kept_by_a)  # and B's own
+    with FaultServer() as srv:
+        monkeypatch.setenv("ATLAS_BRIDGE_REST_ADDRESS", srv.url)
+        pushed = CliRunner().invoke(cli, ["push", str(unsent)])
+        assert pushed.exit_code == 0, pushed.output
+        assert _ours(kept) <= set(_atlas_entities(srv))
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("status", [400, 413])
+def test_a_scan_keeps_refused_batches_in_unsent_with_atlas_answer(
+    clean: set[tuple[str, str]], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, status: int
+) -> None:
+    with FaultServer() as srv:
+        srv.add(
+            Fault(
+                "status",
+                status=status,
+                method="POST",
+                path_contains="/entity/bulk",
+                after=1,
+                times=2,
+                body="refused",
+            )
+        )
+        _fast_env(monkeypatch, srv.url)
+        result = _scan(tmp_path, WAREHOUSE, extra=("--batch-size", "20"))
+        assert result.exit_code == 1, result.output
+        unsent = tmp_path / "unsent"
+        answers = sorted(p.name for p in unsent.glob("*.error.json"))
+        # the two refused, and any later batch that refers to what they hold (Atlas refuses it too)
+        assert answers[:2] == ["0001-entities.error.json", "0002-entities.error.json"]
+        answer = json.loads((unsent / "0001-entities.error.json").read_text())
+        assert answer["status_code"] == status
+        assert f"finish with: atlas-bridge push {unsent}" in result.output
+        too_large = "smaller --batch-size (this run: 20; try 10)"
+        assert (too_large in result.output) is (status == 413)
+        summary = json.loads((tmp_path / "summary.json").read_text())
+        assert summary["batches"]["kept_unsent"] == len(answers)
+        srv.clear()
+        pushed = CliRunner().invoke(cli, ["push", str(unsent)])
+        assert pushed.exit_code == 0, pushed.output
+        assert clean == set(_atlas_entities(srv))
+
+
+def _scan_process(out: Path, url: str, tmp: Path, batch_size: int = 5) -> subprocess.Popen[bytes]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ATLAS_BRIDGE_")}
+    env.update(
+        ATLAS_BRIDGE_REST_ADDRESS=url,
+        ATLAS_BRIDGE_BACKOFF_S="0",
+        ATLAS_BRIDGE_RETRIES="1",
+        ATLAS_BRIDGE_READ_TIMEOUT_S="10",
+        ATLAS_BRIDGE_LOG_LEVEL="INFO",
+        TMPDIR=str(tmp),
+    )
+    tmp.mkdir(exist_ok=True)
+    args = ["scan", str(WAREHOUSE), "--to", "atlas", "--out", str(out), "--namespace", NS]
+    args += ["--batch-size", str(batch_size), "--master", "local[1]", "--no-progress", "--no-learn-schema"]
+    return subprocess.Popen(
+        [sys.executable, "-m", "atlas_bridge", *args], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+
+
+def _bulk_posts(srv: FaultServer) -> int:
+    with srv.lock:
+        return sum(1 for m, p, _ in srv.log if m == "POST" and p.endswith("/entity/bulk"))
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_a_signal_during_delivery_stops_at_a_batch_boundary_and_keeps_the_rest(
+    clean: set[tuple[str, str]], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, sig: signal.Signals
+) -> None:
+    """Ctrl-C during delivery was ignored (every batch sent, exit 0); SIGTERM left the temp folder."""
+    out, tmp = tmp_path / "out", tmp_path / "tmp"
+    with FaultServer() as srv:
+        srv.add(Fault("delay", method="POST", path_contains="/entity/bulk", times=None, interval_s=0.5))
+        proc = _scan_process(out, srv.url, tmp)
+        try:
+            _wait_for("the second batch", lambda: _bulk_posts(srv) >= 2 or proc.poll() is not None, 400)
+            assert proc.poll() is None
+            proc.send_signal(sig)
+            posts_then = _bulk_posts(srv)
+            _, err_bytes = proc.communicate(timeout=60)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait(timeout=30)
+        err = err_bytes.decode(errors="replace")
+        assert proc.returncode == 130, err[-3000:]
+        assert _bulk_posts(srv) <= posts_then + 1  # the batch in flight, then nothing more
+        assert f"interrupted ({sig.name})" in err
+        assert "Traceback" not in err
+        summary = json.loads((out / "summary.json").read_text())
+        assert summary["batches"]["kept_unsent"] > 0
+        assert summary["batches"]["sent"] + summary["batches"]["kept_unsent"] == summary["batches"]["total"]
+        assert not list(tmp.glob("atlas-bridge-scan-*"))  # the temp folder went with the process
+        srv.clear()
+        monkeypatch.setenv("ATLAS_BRIDGE_REST_ADDRESS", srv.url)
+        pushed = CliRunner().invoke(cli, ["push", str(out / "unsent")])
+        assert pushed.exit_code == 0, pushed.output
+        assert clean == set(_atlas_entities(srv))
+
+
+@pytest.mark.spark
+def test_the_temp_folder_of_a_killed_scan_is_removed_by_the_next(
+    spark: object, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import tempfile
+
+    out, tmp = tmp_path / "out", tmp_path / "tmp"
+    with FaultServer() as srv:
+        srv.add(Fault("delay", method="POST", path_contains="/entity/bulk", times=None, interval_s=0.5))
+        proc = _scan_process(out, srv.url, tmp)
+        try:
+            _wait_for("the first batch", lambda: _bulk_posts(srv) >= 1 or proc.poll() is not None, 400)
+            assert proc.poll() is None
+            proc.kill()  # kill -9: nothing can clean up
+            proc.communicate(timeout=60)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait(timeout=30)
+    left = list(tmp.glob("atlas-bridge-scan-*"))
+    assert len(left) == 1
+    alive = tmp / "atlas-bridge-scan-alive"  # a running scan's (this very process): left alone
+    alive.mkdir()
+    (alive / "owner.json").write_text(
+        json.dumps({"host": socket.gethostname(), "pid": os.getpid()}), encoding="utf-8"
+    )
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp))
+    result = CliRunner().invoke(
+        cli, ["scan", str(WAREHOUSE / "views"), "--to", str(tmp_path / "files"), "--namespace", NS]
+    )
+    assert result.exit_code == 0, result.output
+    assert list(tmp.glob("atlas-bridge-scan-*")) == [alive]
+
+
+# -- the hook's sender -----------------------------------------------------------------------------
+
+
+def test_a_queued_sink_never_waits_on_a_slow_atlas_and_keeps_the_order(tmp_path: Path) -> None:
+    import threading
+
+    from atlas_bridge.atlas.sink import QueuedSink
+
+    spool = tmp_path / "spool"
+    with FaultServer() as srv:
+        srv.add(Fault("delay", method="POST", path_contains="/entity/bulk", times=1, interval_s=1.2))
+        sink = QueuedSink(AtlasSink(_client(srv.url), spool_dir=spool), max_pending=2)
+        t0 = time.monotonic()
+        names = [f"db.t{i}@p" for i in range(10)]
+        for name in names:
+            sink.emit(_batch(name))
+        assert time.monotonic() - t0 < 1.0  # the first call waits 1.2 s on Atlas; the caller does not
+        assert sink.overflowed >= 7
+        assert list(spool.glob("overflow-*/*-entities.json"))  # beyond the queue: on disk, not dropped
+        done = threading.Event()
+        sink.flush_then(done)
+        assert done.wait(30)
+        sink.close()
+        with srv.lock:
+            posted = [o for m, p, o in srv.log if m == "POST" and p.endswith("/entity/bulk")]
+        assert len(posted) == 10
+        assert _datasets(srv) == set(names)
+        order = [
+            r.body["entities"][0]["attributes"]["qualifiedName"]
+            for r in srv.stub.requests_to("POST", "/entity/bulk")
+        ]
+        assert order == names
+    assert not list(spool.glob("overflow-*"))

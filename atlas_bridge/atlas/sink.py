@@ -11,13 +11,15 @@ crash resumes where it stopped instead of sending everything again.
 
 Any number of processes may write to one folder at once (jobs sharing a spool, scans sharing ``unsent/``):
 each write takes an exclusive lock on ``.atlas-bridge.lock`` (``flock``), re-reads the manifest, picks a
-file name no one holds and appends its entry. One process at a time sends a folder (``.atlas-bridge-push.lock``);
-a spool is then cleared of exactly the batches that were acknowledged, never of one written meanwhile. A
-batch Atlas refuses keeps Atlas's answer beside it (``NNNN-entities.error.json``).
+file name no one holds and appends its entry. One process at a time sends a folder
+(``.atlas-bridge-push.lock``); a spool is then cleared of exactly the batches that were acknowledged,
+never of one written meanwhile. A batch Atlas refuses keeps Atlas's answer beside it
+(``NNNN-entities.error.json``).
 """
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import fcntl
 import hashlib
@@ -26,6 +28,7 @@ import logging
 import os
 import re
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -64,7 +67,7 @@ _BATCH_RE = re.compile(r"^(\d{4,})-entities\.json$")
 
 
 def error_path(batch_path: Path) -> Path:
-    """Where Atlas's answer to a refused batch is kept: ``0003-entities.json`` -> ``0003-entities.error.json``."""
+    """Where Atlas's answer to a refused batch is kept: ``0003-entities.error.json`` for ``0003-...``."""
     return batch_path.with_name(batch_path.name.removesuffix(".json") + ERROR_SUFFIX)
 
 
@@ -313,8 +316,12 @@ class FileSink:
             self._entries, self._seen = entries, stamp
         return self._entries
 
-    def emit(self, batch: dict[str, Any], *, error: BaseException | None = None) -> Path:
-        """Write one batch (and, for a batch Atlas refused, Atlas's answer beside it); returns its path."""
+    def emit(self, batch: dict[str, Any], *, error: BaseException | None = None) -> None:
+        """Write one batch (and, for a batch Atlas refused, Atlas's answer beside it)."""
+        self.write(batch, error=error)
+
+    def write(self, batch: dict[str, Any], *, error: BaseException | None = None) -> Path:
+        """:meth:`emit`, returning the batch file's path."""
         _check_batch(batch)
         return self.add_text(dumps_batch(batch), entity_count(batch), error=error)
 
@@ -419,7 +426,7 @@ class AtlasSink:
         """Keep a batch Atlas refused, with its answer, where the log line says; never raise."""
         assert self.spool_dir is not None
         folder = self.spool_dir / REJECTED
-        path = FileSink(folder).emit(batch, error=error)
+        path = FileSink(folder).write(batch, error=error)
         self.report.failures.append(f"{path.name}: {error}")
         logger.error(
             "%s refused a batch; kept in %s with its answer in %s (send it after a fix with "
@@ -452,6 +459,11 @@ class AtlasSink:
         assert self.spool_dir is not None
         FileSink(self.spool_dir).emit(batch)
         self.report.spooled += 1
+
+    def keep(self, batch: dict[str, Any]) -> None:
+        """Put a batch in the spool without trying Atlas (it goes out with the spool's next flush)."""
+        _check_batch(batch)
+        self._spool(batch)
 
     def spool_pending(self) -> int:
         """Batches in the spool not yet acknowledged by Atlas."""
@@ -496,6 +508,151 @@ class AtlasSink:
                     self.spool_dir,
                     e,
                 )
+
+
+class _Mark:
+    """A point in a :class:`QueuedSink`'s queue: when the sender reaches it, the spool is flushed and
+    ``done`` is set (a hook's ``flush()``)."""
+
+    def __init__(self, done: threading.Event) -> None:
+        self.done = done
+
+
+_STOP = object()
+
+
+class QueuedSink:
+    """An :class:`AtlasSink` fed through a sender thread, so the caller (the hook's worker) never waits on
+    Atlas: while a call waits on a slow Atlas, events keep being read and converted, and their batches
+    queue in order. Up to ``max_pending`` of them wait in memory; beyond that they wait on disk, in
+    ``<spool>/overflow-<pid>-<id>/`` (numbered request bodies a ``push`` can send if the process is
+    killed), never dropped. What the sender cannot deliver goes to the spool as usual.
+    """
+
+    def __init__(self, sink: AtlasSink, *, max_pending: int) -> None:
+        if sink.spool_dir is None:
+            msg = "a QueuedSink needs a sink with a spool folder"
+            raise ValueError(msg)
+        self.sink = sink
+        self.max_pending = max(1, max_pending)
+        self.overflowed = 0
+        """Batches that waited on disk because the sender was behind."""
+        self.errors = 0
+        self._cond = threading.Condition()
+        self._items: collections.deque[Any] = collections.deque()
+        self._in_memory = 0
+        self._overflow: Path | None = None
+        self._numbered = 0
+        self._closed = False
+        self._thread = threading.Thread(target=self._run, name="atlas-bridge-sender", daemon=True)
+        self._thread.start()
+
+    @property
+    def report(self) -> PushReport:
+        return self.sink.report
+
+    @property
+    def spool_dir(self) -> Path | None:
+        return self.sink.spool_dir
+
+    def emit(self, batch: dict[str, Any]) -> None:
+        _check_batch(batch)
+        with self._cond:
+            if not self._closed:
+                if self._in_memory < self.max_pending:
+                    self._items.append(batch)
+                    self._in_memory += 1
+                else:
+                    self._items.append(self._to_disk(batch))
+                self._cond.notify()
+                return
+        self.sink.keep(batch)  # closed: straight to the spool
+
+    def _to_disk(self, batch: dict[str, Any]) -> Path:
+        if self._overflow is None:
+            assert self.sink.spool_dir is not None
+            self._overflow = self.sink.spool_dir / f"overflow-{os.getpid()}-{os.urandom(3).hex()}"
+            self._overflow.mkdir(parents=True, exist_ok=True)
+            logger.warning(
+                "atlas-bridge: %s is slow; batches beyond %d waiting wait on disk in %s",
+                self.sink._name,
+                self.max_pending,
+                self._overflow,
+            )
+        self._numbered += 1
+        path = self._overflow / f"{self._numbered:06d}-entities.json"
+        _atomic_write(path, dumps_batch(batch))
+        self.overflowed += 1
+        return path
+
+    def flush_then(self, done: threading.Event) -> None:
+        """Set ``done`` once every batch emitted so far is delivered or spooled and the spool was tried."""
+        with self._cond:
+            if self._closed:
+                done.set()
+                return
+            self._items.append(_Mark(done))
+            self._cond.notify()
+
+    def go_offline(self) -> None:
+        self.sink.go_offline()
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                while not self._items:
+                    self._cond.wait()
+                item = self._items.popleft()
+                if isinstance(item, dict):
+                    self._in_memory -= 1
+            if item is _STOP:
+                return
+            if isinstance(item, _Mark):
+                self._flush_spool()
+                item.done.set()
+                continue
+            self._send(item)
+
+    def _send(self, item: dict[str, Any] | Path) -> None:
+        try:
+            batch = item if isinstance(item, dict) else json.loads(item.read_text(encoding="utf-8"))
+            self.sink.emit(batch)
+        except Exception as e:  # the caller must never see it; an unsent disk batch stays where it is
+            self.errors += 1
+            logger.warning("atlas-bridge: lineage could not be emitted: %s", e)
+            return
+        if isinstance(item, Path):
+            item.unlink(missing_ok=True)
+
+    def _flush_spool(self) -> None:
+        try:
+            if self.sink.spool_pending():
+                self.sink.flush_spool()
+        except Exception as e:
+            logger.info("atlas-bridge: kept lineage not sent yet: %s", e)
+
+    def close(self, timeout: float = 10.0) -> None:
+        """Let the sender finish what is queued (call :meth:`go_offline` first not to wait on Atlas);
+        whatever it has not reached within ``timeout`` goes to the spool from here."""
+        with self._cond:
+            if self._closed:
+                return
+            self._closed = True
+            self._items.append(_STOP)
+            self._cond.notify()
+        self._thread.join(timeout)
+        with self._cond:
+            left = [i for i in self._items if isinstance(i, (dict, Path))]
+            self._items.clear()
+        for item in left:
+            batch = item if isinstance(item, dict) else json.loads(item.read_text(encoding="utf-8"))
+            self.sink.keep(batch)
+            if isinstance(item, Path):
+                item.unlink(missing_ok=True)
+        if self._overflow is not None:
+            with contextlib.suppress(OSError):
+                self._overflow.rmdir()  # empty unless a batch could not be handed on
+        self.sink.close()
 
 
 class KafkaSink(AtlasSink):

@@ -284,7 +284,7 @@ class SentState:
         self.close()
         wanted = [h for h in dict.fromkeys(keep) if h in self._sent]
         probes = self._probes
-        tmp = self.path.with_suffix(".jsonl.tmp")
+        tmp = self.path.with_name(f"{self.path.name}.{os.getpid()}.tmp")  # scans may share the folder
         with open(tmp, "w", encoding="utf-8") as fh:
             for digest in wanted:
                 entry = {"hash": digest, "probe": probes[digest]} if digest in probes else {"hash": digest}

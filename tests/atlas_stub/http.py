@@ -10,6 +10,7 @@ queued (optionally for one path) or drawn at random with a fixed seed:
 * ``truncate``: apply the request, send the headers and half the body, close;
 * ``trickle``: answer one byte every ``interval_s`` seconds;
 * ``silent``: read the request and never answer (until the server stops);
+* ``delay``: wait ``interval_s`` seconds, then answer as usual (a slow but working Atlas);
 * ``echo_auth``: a proxy error page that quotes the request's Authorization header.
 
 Only loopback; every handler ends when the server stops, and no wait is longer than ``max_hold_s``.
@@ -33,7 +34,7 @@ import requests
 
 from atlas_stub.server import AtlasStub
 
-FAULT_KINDS = ("status", "applied_status", "reset", "truncate", "trickle", "silent", "echo_auth")
+FAULT_KINDS = ("status", "applied_status", "reset", "truncate", "trickle", "silent", "delay", "echo_auth")
 
 
 @dataclass
@@ -171,6 +172,13 @@ class _Handler(BaseHTTPRequestHandler):
             return
         if fault is not None and fault.kind == "silent":
             srv.stopping.wait(srv.max_hold_s)
+            self._reset()
+            return
+        if (
+            fault is not None
+            and fault.kind == "delay"
+            and srv.stopping.wait(min(fault.interval_s, srv.max_hold_s))
+        ):
             self._reset()
             return
         if fault is not None and fault.kind == "status":
