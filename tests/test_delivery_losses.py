@@ -330,7 +330,7 @@ def _bulk_posts(srv: FaultServer) -> int:
 
 
 @pytest.mark.spark
-@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
 def test_a_signal_during_delivery_stops_at_a_batch_boundary_and_keeps_the_rest(
     clean: set[tuple[str, str]], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, sig: signal.Signals
 ) -> None:

@@ -472,10 +472,10 @@ def test_a_slow_atlas_drops_no_event(base_tables: Any, tmp_path: Path) -> None:
 
     spark = base_tables
     spool = tmp_path / "spool"
-    with FaultServer() as srv:
-        client = AtlasClient(srv.url, retries=0, backoff=0, timeout=(5, 30))
+    with FaultServer(max_hold_s=120) as srv:
+        client = AtlasClient(srv.url, retries=0, backoff=0, timeout=(5, 150))
         register_typedefs(client)
-        srv.add(Fault("delay", method="POST", path_contains="/entity/bulk", times=2, interval_s=4.0))
+        srv.add(Fault("hold", method="POST", path_contains="/entity/bulk"))  # the first call waits
         settings = Settings.load(namespace=NS, output_dir=tmp_path / "out", queue_size=1, close_timeout_s=60)
         handle = install(spark, settings=settings, sink=AtlasSink(client, spool_dir=spool), coalesce_s=600)
         tables = [f"slow{i}" for i in range(5)]
@@ -485,8 +485,10 @@ def test_a_slow_atlas_drops_no_event(base_tables: Any, tmp_path: Path) -> None:
                 spark.sql(f"CREATE TABLE {t} USING parquet AS SELECT id FROM src")
             spark.sparkContext._jsc.sc().listenerBus().waitUntilEmpty(60000)
             assert handle.stats.dropped == 0
+            srv.release.set()
             assert handle.flush(120)
         finally:
+            srv.release.set()
             uninstall(spark)
             drop(spark, *tables)
         made = {e["attributes"]["qualifiedName"] for e in srv.stub.active_entities("atlas_bridge_process")}

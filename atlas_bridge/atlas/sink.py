@@ -88,8 +88,12 @@ def folder_lock(folder: Path, name: str = LOCK, *, wait_s: float | None = None) 
     ``wait_s``: None waits as long as the holder needs (writers hold it for a local write only); else
     :class:`FolderBusyError` after that many seconds. The kernel releases it when its holder dies.
     """
-    folder.mkdir(parents=True, exist_ok=True)
-    fd = os.open(folder / name, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        fd = os.open(folder / name, os.O_RDWR | os.O_CREAT, 0o644)
+    except OSError as e:
+        msg = f"cannot write in {folder} (atlas-bridge keeps its lock and records there): {e.strerror or e}"
+        raise ConfigError(msg) from e
     try:
         if wait_s is None:
             fcntl.flock(fd, fcntl.LOCK_EX)

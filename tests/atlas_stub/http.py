@@ -11,6 +11,7 @@ queued (optionally for one path) or drawn at random with a fixed seed:
 * ``trickle``: answer one byte every ``interval_s`` seconds;
 * ``silent``: read the request and never answer (until the server stops);
 * ``delay``: wait ``interval_s`` seconds, then answer as usual (a slow but working Atlas);
+* ``hold``: wait until the test sets ``release`` (at most ``max_hold_s``), then answer as usual;
 * ``echo_auth``: a proxy error page that quotes the request's Authorization header.
 
 Only loopback; every handler ends when the server stops, and no wait is longer than ``max_hold_s``.
@@ -34,7 +35,17 @@ import requests
 
 from atlas_stub.server import AtlasStub
 
-FAULT_KINDS = ("status", "applied_status", "reset", "truncate", "trickle", "silent", "delay", "echo_auth")
+FAULT_KINDS = (
+    "status",
+    "applied_status",
+    "reset",
+    "truncate",
+    "trickle",
+    "silent",
+    "delay",
+    "hold",
+    "echo_auth",
+)
 
 
 @dataclass
@@ -86,6 +97,8 @@ class FaultServer:
         self._rng = random.Random(0)
         self.max_hold_s = max_hold_s
         self.stopping = threading.Event()
+        self.release = threading.Event()
+        """Lets ``hold`` faults answer."""
         self.lock = threading.Lock()
         self.stub_lock = threading.Lock()
         self.log: list[tuple[str, str, str]] = []
@@ -181,6 +194,8 @@ class _Handler(BaseHTTPRequestHandler):
         ):
             self._reset()
             return
+        if fault is not None and fault.kind == "hold":
+            srv.release.wait(srv.max_hold_s)
         if fault is not None and fault.kind == "status":
             self._send(fault.status, {"Content-Type": "text/plain", **fault.headers}, fault.body.encode())
             return
