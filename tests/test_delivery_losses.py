@@ -432,3 +432,14 @@ def test_a_queued_sink_never_waits_on_a_slow_atlas_and_keeps_the_order(tmp_path:
         ]
         assert order == names
     assert not list(spool.glob("overflow-*"))
+
+
+def test_a_fresh_folder_with_a_bad_manifest_deletes_nothing(tmp_path: Path) -> None:
+    """``scan --to DIR`` over a folder whose manifest is damaged: which files were ours is unknown."""
+    (tmp_path / "0001-entities.json").write_text("mine\n", encoding="utf-8")
+    (tmp_path / MANIFEST).write_text("{cut", encoding="utf-8")
+    sink = FileSink(tmp_path, fresh=True)
+    sink.emit(_batch("db.a@p"))
+    assert (tmp_path / "0001-entities.json").read_text() == "mine\n"
+    listed = [e["file"] for e in json.loads((tmp_path / MANIFEST).read_text())["batches"]]
+    assert listed == ["0002-entities.json"]

@@ -272,8 +272,12 @@ class FileSink:
         self.files: list[Path] = []
         self._seen: tuple[int, int, int] | None = None
         self._entries: list[dict[str, Any]] = []
+        self._problem: str | None = None
         with folder_lock(self.directory):
             entries = self._current()
+            if fresh and self._problem:
+                # Which numbered files were listed is unknown: delete none, list only this run's.
+                entries = self._entries = []
             if fresh and entries:
                 for entry in entries:
                     path = self.directory / entry["file"]
@@ -314,9 +318,9 @@ class FileSink:
         if stamp is None:
             self._entries, self._seen = [], None
         elif stamp != self._seen:
-            entries, problem = _load_entries(self.directory)
-            if problem:
-                logger.warning("%s", problem)
+            entries, self._problem = _load_entries(self.directory)
+            if self._problem:
+                logger.warning("%s", self._problem)
             self._entries, self._seen = entries, stamp
         return self._entries
 
