@@ -320,7 +320,11 @@ def _scan_process(out: Path, url: str, tmp: Path, batch_size: int = 5) -> subpro
     args = ["scan", str(WAREHOUSE), "--to", "atlas", "--out", str(out), "--namespace", NS]
     args += ["--batch-size", str(batch_size), "--master", "local[1]", "--no-progress", "--no-learn-schema"]
     return subprocess.Popen(
-        [sys.executable, "-m", "atlas_bridge", *args], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+        [sys.executable, "-m", "atlas_bridge", *args],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        start_new_session=True,  # its own process group, as a terminal's job
     )
 
 
@@ -342,7 +346,10 @@ def test_a_signal_during_delivery_stops_at_a_batch_boundary_and_keeps_the_rest(
         try:
             _wait_for("the second batch", lambda: _bulk_posts(srv) >= 2 or proc.poll() is not None, 400)
             assert proc.poll() is None
-            proc.send_signal(sig)
+            if sig == signal.SIGINT:  # Ctrl-C: the terminal signals the whole process group
+                os.killpg(proc.pid, sig)
+            else:
+                proc.send_signal(sig)
             posts_then = _bulk_posts(srv)
             _, err_bytes = proc.communicate(timeout=60)
         finally:
@@ -443,3 +450,23 @@ def test_a_fresh_folder_with_a_bad_manifest_deletes_nothing(tmp_path: Path) -> N
     assert (tmp_path / "0001-entities.json").read_text() == "mine\n"
     listed = [e["file"] for e in json.loads((tmp_path / MANIFEST).read_text())["batches"]]
     assert listed == ["0002-entities.json"]
+
+
+def test_deliver_stops_at_the_batch_boundary_a_signal_asked_for(tmp_path: Path) -> None:
+    from atlas_bridge.bridge import AtlasDelivery, deliver
+
+    with FaultServer() as srv:
+        delivery = AtlasDelivery(_client(srv.url), "atlas:test", tmp_path / "unsent")
+        asked: list[str | None] = []
+
+        def stop() -> str | None:  # the signal comes while the second batch is being sent
+            asked.append("SIGTERM" if len(_datasets(srv)) >= 2 else None)
+            return asked[-1]
+
+        stats = deliver(
+            [_batch(f"db.t{i}@p") for i in range(5)], delivery, None, keep=delivery.keep, stop=stop
+        )
+        assert (stats.sent, stats.kept, stats.interrupted) == (2, 3, "SIGTERM")
+        assert _datasets(srv) == {"db.t0@p", "db.t1@p"}
+    assert len(asked) == 3  # asked before each batch until it said stop, then never again
+    assert len(json.loads((tmp_path / "unsent" / MANIFEST).read_text())["batches"]) == 3

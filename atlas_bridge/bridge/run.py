@@ -336,6 +336,7 @@ def _record_and_prune(
     complete = (
         not dstats.errors
         and not dstats.kept
+        and not dstats.interrupted
         and not any(p.severity is Severity.ERROR for p in stats.problems)
     )
     if not complete:
