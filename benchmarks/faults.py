@@ -221,10 +221,10 @@ def main() -> None:
     with FaultServer() as srv:
         srv.add(Fault("status", status=413, method="POST", path_contains="/entity/bulk", after=1, times=2))
         code, text, _ = _run([*scan, "--out", str(out_dir)], _env(srv.url))
+        answers = len(list((out_dir / "unsent").glob("*.error.json")))  # a push removes delivered ones
         srv.clear()
         pcode, _, _ = _run(["push", str(out_dir / "unsent")], _env(srv.url))
         lost, dup = verdict(srv)
-    answers = len(list((out_dir / "unsent").glob("*.error.json")))
     rows.append(
         (
             "2 batches refused with 413, then push unsent/",
