@@ -8,6 +8,7 @@ Everything the package raises on purpose derives from one root, so callers can c
     │   └── UnsafeInputError   refused untrusted input (XML entities, size limits)
     ├── TypedefError           our typedefs cannot be registered as they are
     ├── NotificationError      a Kafka hook message that cannot be decoded
+    ├── FolderBusyError        another process is sending the same folder of batches
     └── AtlasError             Atlas answered with an error, or could not be reached
         ├── AtlasAuthError     401 / 403
         │   └── KafkaAuthError     the Kafka brokers refused our credentials or the topic
@@ -168,3 +169,15 @@ class NotificationError(AtlasBridgeError):
     def __init__(self, message: str, *, msg_id: str | None = None) -> None:
         super().__init__(message)
         self.msg_id = msg_id
+
+
+class FolderBusyError(AtlasBridgeError):
+    """Another process (or thread) is sending the same folder of batches right now.
+
+    Attributes:
+        folder: the folder being sent.
+    """
+
+    def __init__(self, message: str, *, folder: str) -> None:
+        super().__init__(message)
+        self.folder = folder

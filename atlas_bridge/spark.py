@@ -179,7 +179,7 @@ class SparkHookHandle:
         self.coalesce_s = coalesce_s
         self.session_id = session_id
         self._spark = spark
-        self._sink = sink
+        self._sink = self._with_sender(sink) if sink is not None else None
         self._sink_given = sink is not None
         self._queue: queue.Queue[Any] = queue.Queue(maxsize=int(settings.queue_size))
         self._seq = 0
@@ -279,8 +279,9 @@ class SparkHookHandle:
             with self._sync_lock:
                 self._drain_inline()
                 self._emit_pending(force=True)
-                self._flush_spool()
-            return True
+                done = threading.Event()
+                self._flush_spool(done)
+            return done.wait(max(deadline - time.monotonic(), 0.001))
         marker = _Flush()
         try:
             self._queue.put(marker, timeout=max(deadline - time.monotonic(), 0.001))
@@ -424,8 +425,7 @@ class SparkHookHandle:
                 return
             if isinstance(item, _Flush):
                 self._safe(lambda: self._emit_pending(force=True))
-                self._safe(self._flush_spool)
-                item.done.set()
+                self._safe(functools.partial(self._flush_spool, item.done))
                 continue
             self._safe(functools.partial(self._handle_item, item))
             self._safe(lambda: self._emit_pending(force=False))
@@ -563,21 +563,41 @@ class SparkHookHandle:
         if self._sink is None:
             from atlas_bridge.atlas.sink import make_sink
 
-            self._sink = make_sink(self.settings)
+            self._sink = self._with_sender(make_sink(self.settings))
             self._flush_spool()
         return self._sink
 
-    def _flush_spool(self) -> None:
-        sink = self._get_sink()
-        pending = getattr(sink, "spool_pending", None)
-        flush = getattr(sink, "flush_spool", None)
-        if pending is None or flush is None:
-            return
+    def _with_sender(self, sink: Any) -> Any:
+        """A sink with a spool gets a sender thread (:class:`~atlas_bridge.atlas.sink.QueuedSink`): the
+        worker then never waits on Atlas, so a slow Atlas fills no queue and drops no event; batches
+        beyond ``queue_size`` waiting for Atlas wait on disk."""
+        from atlas_bridge.atlas.sink import AtlasSink, QueuedSink
+
+        if self.settings.synchronous or not isinstance(sink, AtlasSink) or sink.spool_dir is None:
+            return sink
+        return QueuedSink(sink, max_pending=int(self.settings.queue_size))
+
+    def _flush_spool(self, done: threading.Event | None = None) -> None:
+        """Retry the spool; ``done`` is set once that is over (by the sender, in order, if there is one)."""
         try:
-            if pending():
-                flush()
-        except Exception as e:
-            logger.info("atlas-bridge: kept lineage not sent yet: %s", e)
+            sink = self._get_sink()
+            flush_then = getattr(sink, "flush_then", None)
+            if callable(flush_then):
+                flush_then(done if done is not None else threading.Event())
+                done = None
+                return
+            pending = getattr(sink, "spool_pending", None)
+            flush = getattr(sink, "flush_spool", None)
+            if pending is None or flush is None:
+                return
+            try:
+                if pending():
+                    flush()
+            except Exception as e:
+                logger.info("atlas-bridge: kept lineage not sent yet: %s", e)
+        finally:
+            if done is not None:
+                done.set()
 
 
 _FINAL_ROOTS = frozenset(

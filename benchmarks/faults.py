@@ -7,7 +7,8 @@ password, and prints one line per scenario with its goal beside the figure::
     .venv/bin/python benchmarks/faults.py
 
 Goals: entities lost 0, duplicates 0, canary hits 0, a clear failure within give_up_after_s (plus one
-request deadline), one login attempt after a 401.
+request deadline), one login attempt after a 401. Then the paths less travelled (issue 29): two scans
+sharing one ``unsent/``, batches Atlas refuses (413), Ctrl-C during delivery, two jobs sharing one spool.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -186,6 +188,119 @@ def main() -> None:
         code, text, _ = _run([*scan, "--out", str(out_dir)], _env(srv.url, retries="1"))
     leaks += _canary_hits(text, out_dir)
     rows.append(("proxy echoing Authorization", f"exit {code}", "canary hits 0 (below)"))
+
+    # 7. Two scans of different folders share one --out while Atlas is down; then push unsent/.
+    out_dir = work / "shared-out"
+    down = _env(f"http://127.0.0.1:{_closed_port()}")
+    expected: Counter[tuple[str, str]] = Counter()
+    for part in ("marts", "views"):
+        _run(
+            ["scan", str(WAREHOUSE / part), "--to", str(work / f"clean-{part}"), "--batch-size", "40"],
+            _env(""),
+        )
+        expected.update(_payload_entities(work / f"clean-{part}"))
+        _run(
+            ["scan", str(WAREHOUSE / part), "--to", "atlas", "--out", str(out_dir), "--batch-size", "40"],
+            down,
+        )
+    with FaultServer() as srv:
+        pcode, _, _ = _run(["push", str(out_dir / "unsent")], _env(srv.url))
+        got = _atlas(srv)
+    ours = {k for k in expected if k[0].startswith("atlas_bridge")}
+    rows.append(
+        (
+            "two scans share unsent/ (Atlas down), then push",
+            f"push exit {pcode}; lost {len(ours - set(got))} of {len(ours)}, "
+            f"duplicates {sum(n - 1 for n in got.values() if n > 1)}",
+            "lost 0",
+        )
+    )
+
+    # 8. Atlas refuses two batches as too large (413); then push unsent/.
+    out_dir = work / "refused"
+    with FaultServer() as srv:
+        srv.add(Fault("status", status=413, method="POST", path_contains="/entity/bulk", after=1, times=2))
+        code, text, _ = _run([*scan, "--out", str(out_dir)], _env(srv.url))
+        answers = len(list((out_dir / "unsent").glob("*.error.json")))  # a push removes delivered ones
+        srv.clear()
+        pcode, _, _ = _run(["push", str(out_dir / "unsent")], _env(srv.url))
+        lost, dup = verdict(srv)
+    rows.append(
+        (
+            "2 batches refused with 413, then push unsent/",
+            f"exit {code}, {answers} answers kept, --batch-size hint {'smaller --batch-size' in text}; "
+            f"push exit {pcode}; lost {lost}, duplicates {dup}",
+            "lost 0",
+        )
+    )
+
+    # 9. Ctrl-C while a slow Atlas takes the batches; then push unsent/.
+    out_dir = work / "ctrl-c"
+    with FaultServer() as srv:
+        srv.add(Fault("delay", method="POST", path_contains="/entity/bulk", times=None, interval_s=0.5))
+        args = [*scan, "--out", str(out_dir), "--batch-size", "5", "--no-progress"]
+        proc = subprocess.Popen(
+            [CLI, *args], env=_env(srv.url), text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+        )
+
+        def posts() -> int:
+            with srv.lock:
+                return sum(1 for m, p, _ in srv.log if m == "POST" and p.endswith("/entity/bulk"))
+
+        deadline = time.monotonic() + 600
+        while posts() < 2 and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.1)
+        proc.send_signal(signal.SIGINT)
+        t0, at_signal = time.monotonic(), posts()
+        proc.communicate(timeout=120)
+        secs, after = time.monotonic() - t0, posts() - at_signal
+        srv.clear()
+        pcode, _, _ = _run(["push", str(out_dir / "unsent")], _env(srv.url))
+        lost, dup = verdict(srv)
+    rows.append(
+        (
+            "Ctrl-C during delivery (slow Atlas), then push",
+            f"exit {proc.returncode} {secs:.1f}s after the signal, {after} batch(es) sent after it; "
+            f"push exit {pcode}; lost {lost}, duplicates {dup}",
+            "exit 130, lost 0",
+        )
+    )
+
+    # 10. Two jobs (processes) x 100 batches share one spool while Atlas is down; then push the spool.
+    spool, go = work / "shared-spool", work / "go"
+    writer = (
+        "import sys, time\n"
+        "from pathlib import Path\n"
+        "from atlas_bridge.atlas.client import AtlasClient\n"
+        "from atlas_bridge.atlas.sink import AtlasSink\n"
+        "url, spool, go, name = sys.argv[1:5]\n"
+        "client = AtlasClient(url, backoff=0, retries=0, timeout=(0.5, 0.5))\n"
+        "sink = AtlasSink(client, spool, retry_interval_s=0)\n"
+        "deadline = time.monotonic() + 60\n"
+        "while not Path(go).exists() and time.monotonic() < deadline: time.sleep(0.01)\n"
+        "for i in range(100):\n"
+        "    sink.emit({'entities': [{'typeName': 'DataSet', 'guid': '-1', 'attributes':"
+        " {'qualifiedName': f'{name}.t{i}@p', 'name': f't{i}'}}], 'referredEntities': {}})\n"
+        "sink.close()\n"
+    )
+    down_url = f"http://127.0.0.1:{_closed_port()}"
+    procs = [
+        subprocess.Popen([sys.executable, "-c", writer, down_url, str(spool), str(go), name])
+        for name in ("job1", "job2")
+    ]
+    go.touch()
+    for p in procs:
+        p.wait(timeout=600)
+    with FaultServer() as srv:
+        pcode, _, _ = _run(["push", str(spool), "--skip-typedefs"], _env(srv.url))
+        names = {e["attributes"]["qualifiedName"] for e in srv.stub.active_entities("DataSet")}
+    rows.append(
+        (
+            "two jobs x 100 batches share a spool (Atlas down)",
+            f"push exit {pcode}; lost {200 - len(names)} of 200",
+            "lost 0",
+        )
+    )
 
     width = max(len(r[0]) for r in rows)
     for name, figure, goal in rows:

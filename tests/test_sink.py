@@ -288,11 +288,32 @@ def test_atlas_sink_flush_spool_and_close(tmp_path: Path, stub: AtlasStub, clien
     assert sink.flush_spool().batches == 0
 
 
-def test_atlas_sink_raises_on_refused_payload(tmp_path: Path, stub: AtlasStub, client: AtlasClient) -> None:
+def test_atlas_sink_keeps_a_refused_payload_with_atlas_answer(
+    tmp_path: Path, stub: AtlasStub, client: AtlasClient
+) -> None:
+    """Issue 29 item 5: the hook re-raised a refused batch and lost it (and its job's later batches)."""
     sink = AtlasSink(client, spool_dir=tmp_path / "spool")
-    with pytest.raises(AtlasNotFoundError):
-        sink.emit(_batches()[1])  # refers to tables Atlas does not hold: 404 ATLAS-404-00-00A
+    sink.emit(_batches()[1])  # refers to tables Atlas does not hold: 404 ATLAS-404-00-00A; not raised
+    sink.emit(_batches()[2])  # the next batch still goes out
+    assert sink.report.created == 1
     assert sink.spool_pending() == 0
+    rejected = tmp_path / "spool" / "rejected"
+    assert [json.loads(p.read_text()) for p in sorted(rejected.glob("*-entities.json"))] == [_batches()[1]]
+    answer = json.loads((rejected / "0001-entities.error.json").read_text())
+    assert answer["error_code"] == "ATLAS-404-00-00A"
+    assert answer["status_code"] == 404
+    assert sink.report.failed == 1
+    # rejected/ is a folder `push` sends: once what the batch refers to is in Atlas, it goes through
+    FileSink(tmp_path / "first").emit(_batches()[0])
+    push_directory(tmp_path / "first", client)
+    report = push_directory(rejected, client)
+    assert (report.batches, report.failed) == (1, 0)
+    assert not (rejected / "0001-entities.error.json").exists()  # the answer goes once it is delivered
+
+
+def test_atlas_sink_without_spool_raises_on_refused_payload(stub: AtlasStub, client: AtlasClient) -> None:
+    with pytest.raises(AtlasNotFoundError):
+        AtlasSink(client).emit(_batches()[1])
 
 
 def test_spooled_batch_atlas_refuses_is_set_aside(
@@ -306,7 +327,9 @@ def test_spooled_batch_atlas_refuses_is_set_aside(
     report = sink.flush_spool()
     assert report.failed == 1
     assert report.created == 1
-    assert len(list((tmp_path / "spool" / "rejected").glob("*-0001-entities.json"))) == 1
+    rejected = tmp_path / "spool" / "rejected"
+    assert [json.loads(p.read_text()) for p in rejected.glob("*-entities.json")] == [_batches()[1]]
+    assert "ATLAS-404-00-00A" in (rejected / "0001-entities.error.json").read_text()
     assert sink.spool_pending() == 0
 
 

@@ -465,6 +465,38 @@ def test_a_silent_atlas_never_holds_the_jobs_end(base_tables: Any, tmp_path: Pat
     assert handle.stats.emit_errors == 0
 
 
+def test_a_slow_atlas_drops_no_event(base_tables: Any, tmp_path: Path) -> None:
+    """Issue 29: while the worker waited on a slow Atlas, events beyond the queue were dropped. Atlas calls
+    now wait in a sender thread: the worker keeps converting, and batches beyond the queue wait on disk."""
+    from atlas_stub.http import Fault, FaultServer
+
+    spark = base_tables
+    spool = tmp_path / "spool"
+    with FaultServer(max_hold_s=120) as srv:
+        client = AtlasClient(srv.url, retries=0, backoff=0, timeout=(5, 150))
+        register_typedefs(client)
+        srv.add(Fault("hold", method="POST", path_contains="/entity/bulk"))  # the first call waits
+        settings = Settings.load(namespace=NS, output_dir=tmp_path / "out", queue_size=1, close_timeout_s=60)
+        handle = install(spark, settings=settings, sink=AtlasSink(client, spool_dir=spool), coalesce_s=600)
+        tables = [f"slow{i}" for i in range(5)]
+        try:
+            drop(spark, *tables)
+            for t in tables:
+                spark.sql(f"CREATE TABLE {t} USING parquet AS SELECT id FROM src")
+            spark.sparkContext._jsc.sc().listenerBus().waitUntilEmpty(60000)
+            assert handle.stats.dropped == 0
+            srv.release.set()
+            assert handle.flush(120)
+        finally:
+            srv.release.set()
+            uninstall(spark)
+            drop(spark, *tables)
+        made = {e["attributes"]["qualifiedName"] for e in srv.stub.active_entities("atlas_bridge_process")}
+    assert len(made) == 5
+    assert handle.stats.processes == 5
+    assert not list(spool.glob("overflow-*"))  # what waited on disk was sent, and its folder removed
+
+
 class _ListSink:
     def __init__(self) -> None:
         self.batches: list[dict[str, Any]] = []

@@ -51,10 +51,13 @@ class SinkDelivery:
             self.sink.emit(batch)
             return None
         created, updated, spooled = report.created, report.updated, report.spooled
+        failed = len(report.failures)
         self.sink.emit(batch)
         if report.spooled > spooled:
             msg = "Atlas unavailable; the batch was kept in the sink's spool"
             raise AtlasUnavailableError(msg)
+        if len(report.failures) > failed:  # refused, and kept by the sink with Atlas's answer
+            raise AtlasError(report.failures[-1])
         return report.created - created, report.updated - updated
 
     def close(self) -> None:
@@ -84,13 +87,14 @@ class _KeepsUnsent:
     unsent_dir: Path
     _unsent: Any = None
 
-    def keep(self, batch: Mapping[str, Any]) -> None:
-        """Write a batch that was not acknowledged to ``unsent_dir``."""
+    def keep(self, batch: Mapping[str, Any], error: BaseException | None = None) -> None:
+        """Write a batch that was not acknowledged to ``unsent_dir`` (added to what earlier runs kept
+        there: only a push that delivers them removes those); a refused one with Atlas's answer beside."""
         if self._unsent is None:
             from atlas_bridge.atlas.sink import FileSink
 
             self._unsent = FileSink(self.unsent_dir)
-        self._unsent.emit(batch)
+        self._unsent.emit(batch, error=error)
 
     @property
     def kept(self) -> int:
@@ -280,7 +284,7 @@ class SentState:
         self.close()
         wanted = [h for h in dict.fromkeys(keep) if h in self._sent]
         probes = self._probes
-        tmp = self.path.with_suffix(".jsonl.tmp")
+        tmp = self.path.with_name(f"{self.path.name}.{os.getpid()}.tmp")  # scans may share the folder
         with open(tmp, "w", encoding="utf-8") as fh:
             for digest in wanted:
                 entry = {"hash": digest, "probe": probes[digest]} if digest in probes else {"hash": digest}
@@ -308,6 +312,12 @@ class DeliveryStats:
     kept: int = 0
     """Batches not acknowledged by Atlas and written to ``kept_dir`` instead (``push`` sends them)."""
     kept_dir: str | None = None
+    refused: int = 0
+    """Batches Atlas refused for their content (kept with its answer beside them when there is a keep)."""
+    too_large: int = 0
+    """Of those, refused as too large (HTTP 413): a smaller batch size is the cure."""
+    interrupted: str | None = None
+    """The signal that stopped the delivery at a batch boundary (``SIGINT``, ``SIGTERM``), if one did."""
     pruned: int = 0
     """Entities of earlier runs deleted by ``--prune`` (or listed, with ``--prune-dry-run``)."""
     prune_list: list[str] = dataclasses.field(default_factory=list)
@@ -368,7 +378,8 @@ def deliver(
     skip_acknowledged: bool = True,
     progress: Progress | None = None,
     total: int | None = None,
-    keep: Callable[[Mapping[str, Any]], None] | None = None,
+    keep: Callable[..., None] | None = None,
+    stop: Callable[[], str | None] | None = None,
 ) -> DeliveryStats:
     """Send ``batches`` in order, skipping those ``state`` says were acknowledged, recording each new ack.
 
@@ -377,7 +388,11 @@ def deliver(
     A batch Atlas rejects is an error and the next batch is tried (batches stand alone). When Atlas cannot
     be reached at all, or refuses the login, nothing more is sent: with ``keep``, that batch and every later
     one are handed to it (written to disk for ``push``); without, the delivery stops there and the next run
-    resumes from the first unacknowledged batch.
+    resumes from the first unacknowledged batch. With ``keep``, a batch Atlas refuses is kept too, with
+    Atlas's answer (``keep(batch, error)``).
+
+    ``stop()`` is asked before each batch; when it names a reason (a signal), nothing more is sent: the
+    remaining batches are kept (with ``keep``) and ``interrupted`` says why.
     """
     stopped = False
     if total is None:
@@ -392,10 +407,16 @@ def deliver(
         digests.append(digest)
         count = _batch_entity_count(batch)
         stats.entities += count
+        if stats.interrupted is None and stop is not None:
+            stats.interrupted = stop()
+            if stats.interrupted is not None:
+                logger.warning("%s: delivery stopped before batch %d/%d", stats.interrupted, index, total)
+                if keep is None:
+                    break
         if skip_acknowledged and state is not None and digest in state:
             stats.skipped += 1
             stats.unchanged += count
-        elif keep is not None and stopped:
+        elif keep is not None and (stopped or stats.interrupted is not None):
             keep(batch)
             stats.kept += 1
         else:
@@ -413,8 +434,17 @@ def deliver(
                 stats.kept += 1
                 continue
             except AtlasBridgeError as e:
-                stats.errors.append(f"batch {index}/{total}: {e}")
-                logger.error("batch %d/%d refused: %s", index, total, e)
+                stats.refused += 1
+                if getattr(e, "status_code", None) == 413:
+                    stats.too_large += 1
+                if keep is None:
+                    stats.errors.append(f"batch {index}/{total}: {e}")
+                    logger.error("batch %d/%d refused: %s", index, total, e)
+                    continue
+                keep(batch, e)
+                stats.kept += 1
+                stats.errors.append(f"batch {index}/{total}: {e}; kept with Atlas's answer beside it")
+                logger.error("batch %d/%d refused, kept with Atlas's answer beside it: %s", index, total, e)
                 continue
             stats.sent += 1
             if response is None:
@@ -431,7 +461,7 @@ def deliver(
         if time.monotonic() - last_log >= 10:
             logger.info("delivery: %d/%d batch(es)", index, total)
             last_log = time.monotonic()
-    if state is not None and not stats.errors and len(state) > len(digests):
+    if state is not None and not stats.errors and not stats.interrupted and len(state) > len(digests):
         state.compact(digests)  # every batch of this run is acknowledged: older hashes are of no use
     stats.deliver_s = time.perf_counter() - t0
     logger.info(

@@ -4,11 +4,16 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import json
 import logging
 import os
+import shutil
+import signal
+import socket
 import tempfile
+import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -99,7 +104,7 @@ def scan(
             delivery.target, files, notes, ExtractStats(problems=unreadable), {}, DeliveryStats(), timings
         )
 
-    with tempfile.TemporaryDirectory(prefix="atlas-bridge-scan-") as spill:
+    with _spill_dir() as spill:
         collector = EntityCollector(spill)
         session = spark if spark is not None else running_session()
         own_session = session is None
@@ -193,15 +198,17 @@ def scan(
         produced = Produced()
         batches = collector.batches(max_entities)
         try:
-            dstats = deliver(
-                produced.watch(batches) if record else batches,
-                delivery,
-                state,
-                skip_acknowledged=resume,
-                progress=progress,
-                total=total,
-                keep=keep if callable(keep) else None,
-            )
+            with StopOnSignals() as stop:
+                dstats = deliver(
+                    produced.watch(batches) if record else batches,
+                    delivery,
+                    state,
+                    skip_acknowledged=resume,
+                    progress=progress,
+                    total=total,
+                    keep=keep if callable(keep) else None,
+                    stop=stop,
+                )
         finally:
             if state is not None:
                 state.close()
@@ -214,6 +221,97 @@ def scan(
     if dstats.kept:
         dstats.kept_dir = str(getattr(delivery, "unsent_dir", ""))
     return ScanSummary(delivery.target, files, notes, stats, counts, dstats, timings)
+
+
+SPILL_PREFIX = "atlas-bridge-scan-"
+_OWNER = "owner.json"
+
+
+class StopOnSignals:
+    """While delivering, Ctrl-C (SIGINT) and SIGTERM ask the delivery to stop at the next batch boundary
+    (``stop()`` names the signal; the rest is kept for ``push``) instead of ending the process mid-batch;
+    a second one interrupts at once. Only in the main thread (signals are delivered there alone)."""
+
+    def __init__(self) -> None:
+        self.reason: str | None = None
+        self._old: dict[int, Any] = {}
+
+    def __enter__(self) -> StopOnSignals:
+        if threading.current_thread() is threading.main_thread():
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                self._old[sig] = signal.signal(sig, self._handler)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for sig, old in self._old.items():
+            signal.signal(sig, old)
+        self._old.clear()
+
+    def __call__(self) -> str | None:
+        return self.reason
+
+    def _handler(self, signum: int, frame: Any) -> None:
+        if self.reason is not None:
+            raise KeyboardInterrupt
+        self.reason = signal.Signals(signum).name
+        logger.warning("%s: stopping at the next batch boundary; the rest is kept", self.reason)
+
+
+def _process_start(pid: int) -> str | None:
+    """When a process started (clock ticks since boot, from /proc), to tell a reused pid; None elsewhere."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as fh:
+            return fh.read().rsplit(")", 1)[1].split()[19]
+    except (OSError, IndexError):
+        return None
+
+
+def _owner_alive(owner: dict[str, Any]) -> bool:
+    pid = owner.get("pid")
+    if not isinstance(pid, int) or pid <= 0:
+        return True  # not ours to judge
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # a live process of another user
+    started = owner.get("started")
+    return started is None or _process_start(pid) in (None, started)
+
+
+def clean_stale_spills(root: str | os.PathLike[str] | None = None) -> list[Path]:
+    """Remove the temporary folders of scans that died without cleaning up (``kill -9``, a power cut):
+    those whose owner (host, pid and start time, recorded in each) is no longer running."""
+    removed = []
+    host = socket.gethostname()
+    for folder in Path(root or tempfile.gettempdir()).glob(SPILL_PREFIX + "*"):
+        try:
+            owner = json.loads((folder / _OWNER).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue  # being made, or not a scan's of this version: left alone
+        if not isinstance(owner, dict) or owner.get("host") != host or _owner_alive(owner):
+            continue
+        shutil.rmtree(folder, ignore_errors=True)
+        if not folder.exists():
+            logger.info(
+                "removed the temporary folder of a scan that did not end (pid %s): %s", owner["pid"], folder
+            )
+            removed.append(folder)
+    return removed
+
+
+@contextlib.contextmanager
+def _spill_dir() -> Iterator[str]:
+    """The scan's temporary folder, with its owner recorded so a later scan can remove it if this process
+    is killed; stale ones of dead scans are removed first."""
+    with contextlib.suppress(OSError):
+        clean_stale_spills()
+    with tempfile.TemporaryDirectory(prefix=SPILL_PREFIX) as spill:
+        pid = os.getpid()
+        owner = {"host": socket.gethostname(), "pid": pid, "started": _process_start(pid)}
+        (Path(spill) / _OWNER).write_text(json.dumps(owner, sort_keys=True) + "\n", encoding="utf-8")
+        yield spill
 
 
 def quiet_interrupted(session: Any) -> None:
@@ -244,6 +342,7 @@ def _record_and_prune(
     complete = (
         not dstats.errors
         and not dstats.kept
+        and not dstats.interrupted
         and not any(p.severity is Severity.ERROR for p in stats.problems)
     )
     if not complete:

@@ -187,7 +187,7 @@ def write_summary(summary: ScanSummary, output_dir: str | os.PathLike[str]) -> P
     out = Path(output_dir)
     out.mkdir(parents=True, exist_ok=True)
     path = out / "summary.json"
-    tmp = path.with_suffix(".json.tmp")
+    tmp = path.with_name(f"summary.json.{os.getpid()}.tmp")  # scans may share the folder
     tmp.write_text(
         json.dumps(summary.to_dict(), sort_keys=True, indent=2, ensure_ascii=False) + "\n", encoding="utf-8"
     )

@@ -19,13 +19,16 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
-from atlas_bridge.errors import AtlasError, ConfigError, TypedefError
+from atlas_bridge.errors import AtlasError, ConfigError, FolderBusyError, TypedefError
 
 if TYPE_CHECKING:
     from atlas_bridge.atlas.client import AtlasClient
     from atlas_bridge.config import Settings
 
 F = TypeVar("F", bound=Callable[..., Any])
+
+_PUSH_WAIT_S = 60.0
+"""How long ``push`` waits for another process sending the same folder (a job flushing its spool)."""
 
 
 def atlas_options(func: F) -> F:
@@ -264,10 +267,10 @@ def push(
 
         try:
             reuse = reuse_from_settings(settings, poster) if to == "atlas" else None
-            report = push_directory(directory, poster, progress=progress, reuse=reuse)
+            report = push_directory(directory, poster, progress=progress, reuse=reuse, wait_s=_PUSH_WAIT_S)
         except ConfigError as e:
             raise click.UsageError(str(e)) from e
-        except AtlasError as e:
+        except (AtlasError, FolderBusyError) as e:
             raise _fail(e) from e
         finally:
             if to == "kafka":

@@ -6,6 +6,7 @@ import contextlib
 import json
 import logging
 import os
+import signal
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -160,6 +161,7 @@ def scan_command(
 
     _log_progress_lines()
     _quiet_py4j_on_interrupt()
+    _sigterm_interrupts()
     try:
         settings, delivery, report_dir = _prepare(to, out_dir, namespace, config_file)
         options = bridge.ScanOptions(
@@ -224,12 +226,24 @@ def scan_command(
         for line in summary.delivery.prune_list:
             click.echo(f"  would delete {line}")
     click.echo(f"summary:    {path}")
-    if summary.delivery.kept:
+    d = summary.delivery
+    if d.too_large:
         click.echo(
-            f"{summary.delivery.kept} batch(es) not delivered are kept in {summary.delivery.kept_dir};"
-            " finish with: "
-            + bridge.push_command(summary.delivery.kept_dir, kafka=delivery.target.startswith("kafka:"))
+            f"{d.too_large} batch(es) refused by Atlas as too large (HTTP 413): re-run with a smaller"
+            f" --batch-size (this run: {batch_size}; try {max(1, batch_size // 2)})",
+            err=True,
         )
+    if d.interrupted:
+        click.echo(f"interrupted ({d.interrupted}): delivery stopped at a batch boundary", err=True)
+    if d.kept:
+        click.echo(
+            f"{d.kept} batch(es) not delivered are kept in {d.kept_dir};"
+            + (" Atlas's answer is beside each refused one;" if d.refused else "")
+            + " finish with: "
+            + bridge.push_command(d.kept_dir, kafka=delivery.target.startswith("kafka:"))
+        )
+    if d.interrupted:
+        sys.exit(130)
     if summary.failed(fail_on):
         sys.exit(1)
 
@@ -265,15 +279,13 @@ def _prepare(
     report_dir = out_dir if out_dir is not None else settings.output_dir
     if to_atlas:
         from atlas_bridge.atlas.client import AtlasClient
-        from atlas_bridge.atlas.sink import MANIFEST, FileSink
         from atlas_bridge.atlas.typedefs import register_typedefs
 
         client = AtlasClient.from_settings(settings)
         unsent = Path(report_dir) / "unsent"
-        if (unsent / MANIFEST).is_file():
-            FileSink(unsent, fresh=True)  # last run's unsent batches: this run sends or keeps them again
         # The resume state makes an interrupted delivery restart where it stopped; what Atlas does not
-        # acknowledge in this run is kept in `unsent` for `atlas-bridge push`.
+        # acknowledge in this run is added to `unsent` for `atlas-bridge push`. What earlier runs (of this
+        # or other folders) kept there stays until a push delivers it.
         from atlas_bridge.atlas.reuse import reuse_from_settings
 
         target = "atlas:" + ",".join(settings.base_urls)
@@ -314,7 +326,6 @@ def _prepare_kafka(settings: Any, out_dir: Path | None) -> tuple[Any, Any, Path]
     """``--to kafka``: hook messages to Atlas's hook topic; what brokers do not take goes to ``unsent``."""
     from atlas_bridge import bridge
     from atlas_bridge.atlas.kafka import KafkaPublisher
-    from atlas_bridge.atlas.sink import MANIFEST, FileSink
 
     if not settings.kafka_configured:
         msg = (
@@ -324,9 +335,7 @@ def _prepare_kafka(settings: Any, out_dir: Path | None) -> tuple[Any, Any, Path]
         raise ConfigError(msg)
     report_dir = Path(out_dir if out_dir is not None else settings.output_dir)
     publisher = KafkaPublisher.from_settings(settings)
-    unsent = report_dir / "unsent"
-    if (unsent / MANIFEST).is_file():
-        FileSink(unsent, fresh=True)  # last run's unsent batches: this run publishes or keeps them again
+    unsent = report_dir / "unsent"  # added to: what earlier runs kept stays until a push delivers it
     # Atlas reads no typedefs from Kafka: ours must be registered once (`atlas-bridge typedefs register`).
     logger.info("publishing to %s (our typedefs must already be registered in Atlas)", publisher.base_url)
     delivery = bridge.KafkaDelivery(publisher, "kafka:" + publisher.base_url.removeprefix("kafka://"), unsent)
@@ -367,6 +376,22 @@ def _quiet_py4j_on_interrupt() -> None:
     for handler in root.handlers:
         if not any(isinstance(f, _Py4JInterruptFilter) for f in handler.filters):
             handler.addFilter(_Py4JInterruptFilter())
+
+
+def _sigterm_interrupts() -> None:
+    """SIGTERM ends a scan as Ctrl-C does (temporary files removed, exit 130), not on the spot; during
+    delivery both stop at the next batch boundary instead (:class:`atlas_bridge.bridge.run.StopOnSignals`)."""
+
+    def interrupt(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt
+
+    try:
+        old = signal.signal(signal.SIGTERM, interrupt)
+    except ValueError:  # not the main thread (an embedding caller): left as it is
+        return
+    ctx = click.get_current_context(silent=True)
+    if ctx is not None:
+        ctx.call_on_close(lambda: signal.signal(signal.SIGTERM, old))
 
 
 def _log_progress_lines() -> None:

@@ -10,6 +10,8 @@ queued (optionally for one path) or drawn at random with a fixed seed:
 * ``truncate``: apply the request, send the headers and half the body, close;
 * ``trickle``: answer one byte every ``interval_s`` seconds;
 * ``silent``: read the request and never answer (until the server stops);
+* ``delay``: wait ``interval_s`` seconds, then answer as usual (a slow but working Atlas);
+* ``hold``: wait until the test sets ``release`` (at most ``max_hold_s``), then answer as usual;
 * ``echo_auth``: a proxy error page that quotes the request's Authorization header, or (``echo``) the
   credentials in it encoded one of the ways in :data:`ECHOES`.
 
@@ -45,7 +47,17 @@ import requests
 
 from atlas_stub.server import AtlasStub
 
-FAULT_KINDS = ("status", "applied_status", "reset", "truncate", "trickle", "silent", "echo_auth")
+FAULT_KINDS = (
+    "status",
+    "applied_status",
+    "reset",
+    "truncate",
+    "trickle",
+    "silent",
+    "delay",
+    "hold",
+    "echo_auth",
+)
 
 
 def _lower_escapes(text: str) -> str:
@@ -131,6 +143,8 @@ class FaultServer:
         self._rng = random.Random(0)
         self.max_hold_s = max_hold_s
         self.stopping = threading.Event()
+        self.release = threading.Event()
+        """Lets ``hold`` faults answer."""
         self.lock = threading.Lock()
         self.stub_lock = threading.Lock()
         self.log: list[tuple[str, str, str]] = []
@@ -225,6 +239,15 @@ class _Handler(BaseHTTPRequestHandler):
             srv.stopping.wait(srv.max_hold_s)
             self._reset()
             return
+        if (
+            fault is not None
+            and fault.kind == "delay"
+            and srv.stopping.wait(min(fault.interval_s, srv.max_hold_s))
+        ):
+            self._reset()
+            return
+        if fault is not None and fault.kind == "hold":
+            srv.release.wait(srv.max_hold_s)
         if fault is not None and fault.kind == "status":
             self._send(fault.status, {"Content-Type": "text/plain", **fault.headers}, fault.body.encode())
             return
