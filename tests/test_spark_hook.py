@@ -282,6 +282,51 @@ def test_window_and_union(hooked: Hooked) -> None:
     assert hooked.column_inputs(f"default.wu.tag@{NS}") == {"DIRECT": {"default.src.tag"}}
 
 
+def test_ranking_functions_keys_are_indirect(hooked: Hooked) -> None:
+    """rank / dense_rank / percent_rank / ntile / cume_dist read their ORDER BY keys as row_number does:
+    the keys order the rows (indirect, window), no value of them is copied (Spark gives rank and
+    dense_rank the keys as children, which once read as a direct edge ``rank(amount) OVER ...``)."""
+    drop(hooked.spark, "ranks")
+    hooked.sql(
+        "CREATE TABLE ranks USING parquet AS SELECT id,"
+        " rank() OVER (PARTITION BY cust ORDER BY amount) AS r,"
+        " dense_rank() OVER (PARTITION BY cust ORDER BY amount) AS dr,"
+        " percent_rank() OVER (PARTITION BY cust ORDER BY amount) AS pr,"
+        " ntile(2) OVER (PARTITION BY cust ORDER BY amount) AS nt,"
+        " cume_dist() OVER (PARTITION BY cust ORDER BY amount) AS cd,"
+        " row_number() OVER (PARTITION BY cust ORDER BY amount) AS rn FROM src"
+    )
+    hooked.flush()
+    for col in ("r", "dr", "pr", "nt", "cd", "rn"):
+        assert hooked.column_inputs(f"default.ranks.{col}@{NS}") == {
+            "INDIRECT": {"default.src.amount", "default.src.cust"}
+        }, col
+        assert hooked.column_lineage_attrs(f"default.ranks.{col}@{NS}", "INDIRECT")["clauses"] == ["window"]
+
+
+def test_coalesce_is_a_conditional(hooked: Hooked) -> None:
+    """COALESCE(a, b): both arguments flow (each a partial copy: the rows it is chosen in) and the first
+    one's nullness decides which is taken (indirect, condition); NVL is the same function."""
+    drop(hooked.spark, "coal")
+    hooked.sql(
+        "CREATE TABLE coal USING parquet AS SELECT c.id, coalesce(c.name, c.country) AS who,"
+        " nvl(c.country, 'none') AS land FROM customers c"
+    )
+    hooked.flush()
+    assert hooked.column_inputs(f"default.coal.who@{NS}") == {
+        "DIRECT": {"default.customers.name", "default.customers.country"},
+        "INDIRECT": {"default.customers.name"},
+    }
+    direct = hooked.column_lineage_attrs(f"default.coal.who@{NS}", "DIRECT")
+    assert direct["effect"] == "PARTIAL_COPY"
+    assert direct["expression"] == "coalesce(name, country)"
+    assert hooked.column_lineage_attrs(f"default.coal.who@{NS}", "INDIRECT")["clauses"] == ["condition"]
+    assert hooked.column_inputs(f"default.coal.land@{NS}") == {
+        "DIRECT": {"default.customers.country"},
+        "INDIRECT": {"default.customers.country"},
+    }
+
+
 def test_hive_table_insert(hooked: Hooked) -> None:
     drop(hooked.spark, "hive_tgt")
     hooked.sql("CREATE TABLE hive_tgt (id BIGINT, name_upper STRING) STORED AS TEXTFILE")

@@ -11,8 +11,9 @@ position. Following exprIds from the write command's output columns down to the 
 (EXACT_COPY for a copy or lossless cast, MODIFIED_COPY for a transformation, AGGREGATION when an aggregate
 function is on the way) with the expression text in ``transform``, and ``fdr`` edges for what only
 restricts: WHERE / HAVING / JOIN / ORDER BY into the target's PseudoRows (row-set effects), GROUP BY into the
-aggregated columns (seed 000's rule), window PARTITION BY / ORDER BY and CASE/IF conditions into the column
-they decide.
+aggregated columns (seed 000's rule), window PARTITION BY / ORDER BY (a ranking function's keys included) and
+CASE/IF conditions into the column they decide. ``COALESCE(a, b)`` is such a conditional: its arguments are
+values (a bare column's a PARTIAL_COPY) and all but the last also decide (``fdr`` condition).
 
 Decisions (documented here because the SQL side must agree):
 
@@ -349,8 +350,13 @@ class _Resolved:
         self.indirect |= other.indirect
 
 
-_EXACT, _MODIFIED, _AGG = 0, 1, 2
-_EFFECTS = {_EXACT: Effect.EXACT_COPY, _MODIFIED: Effect.MODIFIED_COPY, _AGG: Effect.AGGREGATION}
+_EXACT, _PARTIAL, _MODIFIED, _AGG = 0, 1, 2, 3
+_EFFECTS = {
+    _EXACT: Effect.EXACT_COPY,
+    _PARTIAL: Effect.PARTIAL_COPY,
+    _MODIFIED: Effect.MODIFIED_COPY,
+    _AGG: Effect.AGGREGATION,
+}
 
 
 @dataclass
@@ -679,6 +685,9 @@ class _Extractor:
         return res
 
     def resolve_expr(self, e: _Node, ctx: _Node | None) -> _Resolved:
+        coalesce = _coalesce(e)
+        if coalesce is not None:
+            return self.resolve_coalesce(e, coalesce, ctx)
         res = _Resolved()
         local = _local_effect(e)
         transform = None if local == _EXACT else self.render(e)
@@ -721,6 +730,22 @@ class _Extractor:
             if agg_without_inputs:
                 for ds_id in self.leaf_ids_under(ctx):
                     res.indirect.add((_Src(ds_id, PSEUDO_ROWS), ClauseType.SELECT))
+        return res
+
+    def resolve_coalesce(self, e: _Node, coalesce: _Node, ctx: _Node | None) -> _Resolved:
+        """``COALESCE(a, b)`` is the conditional ``CASE WHEN a IS NOT NULL THEN a ELSE b END``: every argument
+        is a value (a bare column's is a partial copy: it gives the rows where it is chosen), and every
+        argument but the last also decides, by its nullness, which one is taken (fdr condition)."""
+        res = _Resolved()
+        text = self.render(e)
+        last = len(coalesce.children) - 1
+        for i, arg in enumerate(coalesce.children):
+            sub = self.resolve_expr(arg, ctx)
+            for src, (rank, _tr) in sub.direct.items():
+                res.add_direct(src, max(rank, _PARTIAL), text)
+                if i < last:
+                    res.indirect.add((src, ClauseType.CONDITION))
+            res.indirect |= sub.indirect
         return res
 
     def ref_resolved(self, ref: _Node) -> _Resolved:
@@ -831,6 +856,17 @@ def _strip(e: _Node) -> _Node:
     return e
 
 
+def _coalesce(e: _Node) -> _Node | None:
+    """The ``Coalesce`` an expression is (``nvl`` / ``ifnull`` hold theirs as their only child), else None."""
+    x = _strip(e)
+    if x.name in _COALESCE_ALIASES and len(x.children) == 1:
+        x = x.children[0]
+    return x if x.name == "Coalesce" and x.children else None
+
+
+_COALESCE_ALIASES = frozenset({"Nvl", "IfNull"})
+
+
 def _local_effect(e: _Node) -> int:
     """EXACT for a bare attribute or a lossless cast of one, AGG if an aggregate is inside, else MODIFIED."""
     if any(n.name in _AGG_CLASSES for n in _walk(e)):
@@ -887,13 +923,25 @@ def _refs(e: _Node) -> Iterator[tuple[_Node | None, str]]:
             for i, c in enumerate(n.children):
                 stack.append((c, "condition" if i == 0 else role))
             continue
-        if name == "WindowSpecDefinition":
+        if name == "WindowSpecDefinition" or name in _RANKING:
+            # a ranking function's children are its window's ORDER BY keys: they order, copy nothing
             for c in n.children:
                 stack.append((c, "window"))
+            continue
+        if name == "Coalesce":
+            # each argument is a value; all but the last also decide (by their nullness) which is taken
+            for i, c in enumerate(n.children):
+                stack.append((c, role))
+                if i < len(n.children) - 1:
+                    stack.append((c, "condition"))
             continue
         for c in n.children:
             stack.append((c, role))
 
+
+_RANKING = frozenset({"Rank", "DenseRank", "PercentRank"})
+"""Ranking functions whose children Spark fills with the window's ORDER BY keys (row_number, ntile and
+cume_dist have none)."""
 
 _BINARY = {
     "Add": "+",
@@ -923,6 +971,7 @@ _FUNC_NAMES = {
     "RowNumber": "row_number",
     "DenseRank": "dense_rank",
     "Rank": "rank",
+    "NTile": "ntile",
     "Lag": "lag",
     "Lead": "lead",
     "ToPrettyString": "to_pretty_string",
@@ -978,6 +1027,10 @@ def _render(e: _Node, inline: Any) -> str:
             inner = "*"
         distinct = "DISTINCT " if e.f.get("isDistinct") else ""
         return f"{_FUNC_NAMES.get(fn.name, _snake(fn.name))}({distinct}{inner})"
+    if name in _COALESCE_ALIASES and len(kids) == 1 and kids[0].name == "Coalesce":
+        return f"{_snake(name)}({', '.join(_render(k, inline) for k in kids[0].children)})"
+    if name in _RANKING:
+        return f"{_FUNC_NAMES.get(name, _snake(name))}()"  # its children repeat the window's ORDER BY
     if name == "WindowExpression" and len(kids) == 2:
         return f"{_render(kids[0], inline)} OVER ({_render(kids[1], inline)})"
     if name == "WindowSpecDefinition":
