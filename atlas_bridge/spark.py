@@ -49,6 +49,12 @@ __all__ = ["HookStats", "SparkHookHandle", "install", "uninstall"]
 
 _LISTENER_INTERFACE = "org.apache.spark.sql.util.QueryExecutionListener"
 _INNER_WRITE = "file source write"
+_CHECKPOINTS = frozenset({"checkpoint", "localCheckpoint"})
+"""Actions whose event carries the plan a checkpointed DataFrame came from (its LogicalRDD keeps none)."""
+_CHECKPOINT_MEMORY = 64
+"""Checkpointed plans remembered per session, newest kept: a write reading an older one says so."""
+_CHECKPOINT_DEPTH = 8
+"""Checkpoints of checkpoints followed back this far (an iterative job checkpoints every round)."""
 _CONF_PREFIX = "spark."
 _HOOK_CONF = "spark.atlas.hook.atlas_bridge."
 # Hook knobs that are not Settings fields: Spark conf suffix -> install() keyword.
@@ -204,6 +210,11 @@ class SparkHookHandle:
         self._reader: Any = None
         """Reads the plan and its facts off the JVM (:class:`atlas_bridge.spark_reader.JvmReader`)."""
         self._warned_drop = 0
+        self._checkpoints: collections.OrderedDict[tuple[int, ...], tuple[str, dict[str, Any]]] = (
+            collections.OrderedDict()
+        )
+        """Output exprIds of a checkpointed DataFrame -> the plan (JSON) and facts it was made from."""
+        self._warned_checkpoint = False
         self.automatic = False
         """Installed by the switch (:mod:`atlas_bridge.spark_auto`), not by a call in the job."""
 
@@ -379,7 +390,11 @@ class SparkHookHandle:
         if not isinstance(root, str):
             msg = "the plan's root class cannot be read"
             raise RuntimeError(msg)
-        if root not in WRITE_COMMANDS and not (self.resultsets and root in QUERY_ROOTS):
+        if (
+            root not in WRITE_COMMANDS
+            and not (self.resultsets and root in QUERY_ROOTS)
+            and func_name not in _CHECKPOINTS
+        ):
             return None, calls
         qe_id = int(qe_id_text) if isinstance(qe_id_text, str) and qe_id_text.lstrip("-").isdigit() else None
         end_ms = int(time.time() * 1000)
@@ -406,9 +421,34 @@ class SparkHookHandle:
         qe, item.jqe = item.jqe, None
         if qe is None:
             return
-        item.plan_json, item.facts, calls = _read_plan(self._reader, qe, item.root)
+        checkpoint = item.func_name in _CHECKPOINTS
+        item.plan_json, item.facts, calls = _read_plan(self._reader, qe, item.root, whole=checkpoint)
         item.calls += calls
         self.stats.round_trips.append(item.calls)
+        if _LOGICAL_RDD in item.plan_json:  # reads a checkpointed DataFrame (or an RDD)
+            found = [
+                {"exprIds": list(ids), "plan": plan, **facts}
+                for ids in _rdd_outputs(item.plan_json)
+                for plan, facts in [self._checkpoints.get(ids, ("", {}))]
+                if plan and int(facts.get("depth", 0)) < _CHECKPOINT_DEPTH
+            ]
+            if found:
+                item.facts["checkpoints"] = found
+                if checkpoint:  # a checkpoint of a checkpoint: its facts hold the ones before, to a depth
+                    item.facts["depth"] = 1 + max(int(f.get("depth", 0)) for f in found)
+
+    def _remember_checkpoint(self, item: _Item) -> None:
+        """Keep the plan a checkpointed DataFrame was made from, keyed by its output's exprIds (which its
+        LogicalRDD keeps), so a later write that reads it reaches the sources."""
+        from atlas_bridge.extractors.spark_plan import output_expr_ids
+
+        self._materialize(item)
+        ids = output_expr_ids(item.plan_json)
+        if ids:
+            self._checkpoints[ids] = (item.plan_json, item.facts)
+            self._checkpoints.move_to_end(ids)
+            while len(self._checkpoints) > _CHECKPOINT_MEMORY:
+                self._checkpoints.popitem(last=False)
 
     # -- worker --------------------------------------------------------------------------------------
     def _run(self) -> None:
@@ -464,6 +504,9 @@ class SparkHookHandle:
         """
         from atlas_bridge.extractors.spark_plan import plan_identity, write_priority
 
+        if item.func_name in _CHECKPOINTS:
+            self._remember_checkpoint(item)
+            return
         self._materialize(item)
         sig, target = plan_identity(item.plan_json, item.facts)
         if sig is None:
@@ -535,7 +578,11 @@ class SparkHookHandle:
         )
         for p in result.problems:
             self.stats.problems += 1
-            logger.info("atlas-bridge: %s event %s: %s", item.root, item.func_name, p.message)
+            if p.kind == "checkpoint" and not self._warned_checkpoint:
+                self._warned_checkpoint = True  # once per session: a loop over checkpoints would flood
+                logger.warning("atlas-bridge: %s (further cases are logged at INFO)", p.message)
+            else:
+                logger.info("atlas-bridge: %s event %s: %s", item.root, item.func_name, p.message)
         lineage = result.lineage
         if not lineage.processes:
             return
@@ -609,11 +656,12 @@ _DIR_WRITES = ("InsertIntoDataSourceDirCommand", "InsertIntoHiveDirCommand")
 _PLAN = "analyzed"
 
 
-def _read_plan(reader: Any, qe: Any, root: str) -> tuple[str, dict[str, Any], int]:
+def _read_plan(reader: Any, qe: Any, root: str, *, whole: bool = False) -> tuple[str, dict[str, Any], int]:
     """(plan JSON, facts, round trips): one read for the plan and its facts, one more for file leaves.
 
     The plan is ``qe.analyzed().toJSON()``, except for an InsertIntoHadoopFsRelationCommand: its command
     node costs ~45 ms in ``toJSON`` (its query ~1 ms), so that node is built here from four fields.
+    ``whole``: the plan is a query (a checkpointed DataFrame's), whose leaves are all read ones.
     """
     import json
 
@@ -699,19 +747,23 @@ def _read_plan(reader: Any, qe: Any, root: str) -> tuple[str, dict[str, Any], in
         write["table"] = _split_name(need("v2_name").split(",")[-1].strip())
     if write:
         facts["write"] = write
-    leaves, more = _read_leaves(reader, qe, root, nodes, head, query_field)
+    leaves, more = _read_leaves(reader, qe, root, nodes, head, None if whole else query_field)
     if leaves:
         facts["leaves"] = leaves
     return plan_json, facts, calls + more
 
 
 def _read_leaves(
-    reader: Any, qe: Any, root: str, nodes: list[Any], head: dict[str, Any], query_field: str
+    reader: Any, qe: Any, root: str, nodes: list[Any], head: dict[str, Any], query_field: str | None
 ) -> tuple[list[dict[str, Any]], int]:
-    """Identity of the leaves the JSON cannot name (file reads without a catalog table, V2 relations)."""
-    query_nodes = head.get(query_field)
+    """Identity of the leaves the JSON cannot name (file reads without a catalog table, V2 relations).
+
+    ``query_field`` None: the whole plan is the query."""
+    query_nodes = head.get(query_field) if query_field is not None else None
     base: list[Any]
-    if root == "MergeIntoTable":  # target and source are both children
+    if query_field is None:
+        query_nodes_list, base = nodes, [_PLAN]
+    elif root == "MergeIntoTable":  # target and source are both children
         query_nodes_list, base = nodes[1:], [_PLAN]
     elif isinstance(query_nodes, list):
         query_nodes_list, base = query_nodes, [_PLAN, query_field]
@@ -750,6 +802,21 @@ def _read_leaves(
             continue
         leaves.append(entry)
     return leaves, calls
+
+
+_LOGICAL_RDD = "org.apache.spark.sql.execution.LogicalRDD"
+
+
+def _rdd_outputs(plan_json: str) -> list[tuple[int, ...]]:
+    """The output exprIds of each LogicalRDD leaf of a plan (a checkpointed DataFrame keeps its plan's)."""
+    import json
+
+    from atlas_bridge.extractors.spark_plan import rdd_leaf_outputs
+
+    try:
+        return rdd_leaf_outputs(json.loads(plan_json))
+    except (ValueError, TypeError):
+        return []
 
 
 def _parse_quoted(text: str) -> dict[str, Any]:

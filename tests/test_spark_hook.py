@@ -327,6 +327,48 @@ def test_coalesce_is_a_conditional(hooked: Hooked) -> None:
     }
 
 
+def test_checkpointed_dataframes_keep_their_lineage(hooked: Hooked, tmp_path: Path) -> None:
+    """checkpoint() and localCheckpoint() hand the write a LogicalRDD without sources; the plan before the
+    checkpoint (the checkpoint action's own event) is remembered and walked in its place."""
+    spark = hooked.spark
+    spark.sparkContext.setCheckpointDir(str(tmp_path / "checkpoints"))
+    drop(spark, "ck_t", "lck_t")
+    df = spark.table("src").where("amount > 1").selectExpr("id", "upper(tag) AS t")
+    df.checkpoint().write.saveAsTable("ck_t")
+    spark.table("customers").selectExpr("id", "name").localCheckpoint().write.saveAsTable("lck_t")
+    hooked.flush()
+    assert hooked.table_inputs(f"default.ck_t@{NS}").popitem()[1] == {f"default.src@{NS}"}
+    assert hooked.column_inputs(f"default.ck_t.t@{NS}") == {
+        "DIRECT": {"default.src.tag"},
+        "INDIRECT": {"default.src.amount"},
+    }
+    assert hooked.table_inputs(f"default.lck_t@{NS}").popitem()[1] == {f"default.customers@{NS}"}
+    assert hooked.column_inputs(f"default.lck_t.name@{NS}") == {"DIRECT": {"default.customers.name"}}
+
+
+def test_a_checkpoint_the_hook_did_not_see_is_said_once(
+    base_tables: Any, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A DataFrame checkpointed before the hook was installed: its writes have no sources, and the hook
+    says so once (a warning), not once per write."""
+    spark = base_tables
+    spark.sparkContext.setCheckpointDir(str(tmp_path / "checkpoints"))
+    drop(spark, "unseen_1", "unseen_2")
+    unseen = spark.table("src").selectExpr("id", "tag").localCheckpoint()
+    handle = install(spark, settings=Settings.load(namespace=NS, output_dir=tmp_path), sink=_ListSink())
+    try:
+        with caplog.at_level("WARNING", logger="atlas_bridge.spark"):
+            unseen.write.saveAsTable("unseen_1")
+            unseen.write.saveAsTable("unseen_2")
+            assert handle.flush(60)
+    finally:
+        uninstall(spark)
+        drop(spark, "unseen_1", "unseen_2")
+    said = [r for r in caplog.records if "checkpointed DataFrame" in r.getMessage()]
+    assert len(said) == 1, [r.getMessage() for r in caplog.records]
+    assert said[0].levelname == "WARNING"
+
+
 def test_hive_table_insert(hooked: Hooked) -> None:
     drop(hooked.spark, "hive_tgt")
     hooked.sql("CREATE TABLE hive_tgt (id BIGINT, name_upper STRING) STORED AS TEXTFILE")

@@ -25,7 +25,9 @@ Decisions (documented here because the SQL side must agree):
   only with ``temp_views=True`` (a session-local name is no Atlas entity by default). Persistent views are
   sources of their own (their lineage is their CREATE VIEW process).
 - In-memory leaves (LocalRelation, LogicalRDD, Range, OneRowRelation) have no stable identity: skipped;
-  their columns simply have no source.
+  their columns simply have no source. A checkpointed DataFrame's LogicalRDD is walked through: the plan it
+  was made from comes in ``facts["checkpoints"]`` (matched by its output exprIds, which the LogicalRDD
+  keeps); without it, a warning (kind ``checkpoint``) says the sources are missing.
 - Process ids: ``process:<16 hex of query_hash>``; the hash is :func:`atlas_bridge.model.query_hash` of the
   SQL text when it is known (so a statement run from a SQL file and from Spark meets), otherwise a hash of
   the write's normalised plan (no exprIds, temp paths, timestamps, in-memory rows) and its target.
@@ -67,7 +69,9 @@ __all__ = [
     "WRITE_COMMANDS",
     "extract_spark_plan_lineage",
     "normalize_uri",
+    "output_expr_ids",
     "plan_signature",
+    "rdd_leaf_outputs",
     "write_priority",
 ]
 
@@ -393,6 +397,10 @@ class _Extractor:
         self.leaf_facts: list[dict[str, Any]] = [
             lf for lf in (facts.get("leaves") or []) if isinstance(lf, dict)
         ]
+        self.checkpoints: list[dict[str, Any]] = [
+            c for c in (facts.get("checkpoints") or []) if isinstance(c, dict)
+        ]
+        self.checkpoint_leaves: dict[tuple[int, ...], list[str]] = {}
 
     def exprs(self, value: Any) -> list[_Node]:
         """Parse an expression field once, so node identities stay stable within one extraction."""
@@ -543,7 +551,39 @@ class _Extractor:
             attrs = [a for a in self.output_attrs(node)]
             self.register_leaf(node, attrs, [ds.id])
             return True
+        if name == "LogicalRDD":
+            self.checkpointed(node)
+            return True
         return name in _IN_MEMORY
+
+    def checkpointed(self, node: _Node) -> None:
+        """A checkpointed DataFrame: its LogicalRDD keeps the output (same exprIds) of the plan it was made
+        from, which the facts may hold (the hook remembers the plans of this session's checkpoints); that
+        plan is walked as if it stood here. Other RDDs (``createDataFrame(rdd)``) have no identity."""
+        ids = [i for i in (_expr_id(a) for a in self.exprs(node.f.get("output"))) if i is not None]
+        done = self.checkpoint_leaves.get(tuple(ids))
+        if done is not None:  # the same checkpoint read twice (a union with itself): walked once
+            self.leaf_datasets[id(node)] = done
+            return
+        for entry in self.checkpoints:
+            if entry.get("exprIds") != ids or not isinstance(entry.get("plan"), str):
+                continue
+            try:
+                sub = _parse(json.loads(entry["plan"]))
+            except (ValueError, TypeError, KeyError, AttributeError):
+                break
+            self.leaf_facts.extend(lf for lf in (entry.get("leaves") or []) if isinstance(lf, dict))
+            self.checkpoints.extend(c for c in (entry.get("checkpoints") or []) if isinstance(c, dict))
+            self.checkpoint_leaves[tuple(ids)] = []
+            self.register(sub)
+            self.leaf_datasets[id(node)] = self.checkpoint_leaves[tuple(ids)] = self.leaf_ids_under(sub)
+            return
+        if node.f.get("fromCheckpoint"):
+            self.warn(
+                "a checkpointed DataFrame is read, but the plan it was made from is unknown (checkpointed "
+                "before the hook was installed, or too long ago): the write's sources through it are missing",
+                kind="checkpoint",
+            )
 
     # -- outputs -------------------------------------------------------------------------------------
     def output_attrs(self, node: _Node) -> list[_Node]:
@@ -1312,6 +1352,34 @@ def plan_identity(
     except (ValueError, TypeError, KeyError, AttributeError):
         w = None
     return signature, (w.target.id if w is not None and w.target is not None else None)
+
+
+def output_expr_ids(plan: str | list[dict[str, Any]]) -> tuple[int, ...]:
+    """The exprIds of a query plan's output, in order (a checkpoint's LogicalRDD keeps them); () if none."""
+    try:
+        items = json.loads(plan) if isinstance(plan, str) else plan
+        root = _parse(items)
+    except (ValueError, TypeError, KeyError, AttributeError):
+        return ()
+    ids = [_expr_id(a) for a in _Extractor({}, temp_views=True).output_attrs(root)]
+    return tuple(i for i in ids if i is not None)
+
+
+def rdd_leaf_outputs(items: list[dict[str, Any]]) -> list[tuple[int, ...]]:
+    """The output exprIds of each LogicalRDD leaf in a plan, nested plans (a CTAS's query) included."""
+    out: list[tuple[int, ...]] = []
+    stack: list[Any] = [items]
+    while stack:
+        value = stack.pop()
+        if isinstance(value, list):
+            stack.extend(value)
+        elif isinstance(value, dict):
+            if str(value.get("class", "")).endswith(".LogicalRDD"):
+                ids = [_expr_id(a) for a in _exprs(value.get("output"))]
+                out.append(tuple(i for i in ids if i is not None))
+            else:
+                stack.extend(v for v in value.values() if isinstance(v, (list, dict)))
+    return out
 
 
 def plan_signature(plan: str | list[dict[str, Any]]) -> str | None:
