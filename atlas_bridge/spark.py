@@ -6,11 +6,12 @@
     handle = install(spark)              # settings from kwargs, Spark conf spark.atlas.*, env, properties
 
 A Python object implementing ``org.apache.spark.sql.util.QueryExecutionListener`` is registered through
-py4j. Spark calls it on its listener thread after each query; the callback makes one py4j round trip (the
-plan's root class and the query id, read together by :class:`atlas_bridge.spark_reader.JvmReader`), keeps
-the QueryExecution reference of a write and puts it on a bounded queue. A daemon worker reads the plan's
-JSON and the few facts it leaves out (paths, save mode, format, SQL text) in one more round trip (two
-when a file is read without a catalog table: the plan is immutable and our reference keeps it), extracts
+py4j. Spark calls it on its listener thread after each query; the callback makes no py4j call: it drops
+events of plain query actions (collect, count, show) by their name, and puts the QueryExecution reference of
+any other on a bounded queue. A daemon worker reads the plan's root class and the query id (one round trip,
+by :class:`atlas_bridge.spark_reader.JvmReader`; what is no write stops there), then the plan's JSON and
+the few facts it leaves out (paths, save mode, format, SQL text) in one more round trip (two when a file is
+read without a catalog table: the plan is immutable and our reference keeps it), extracts
 (:func:`atlas_bridge.extractors.spark_plan.extract_spark_plan_lineage`), converts
 (:func:`atlas_bridge.atlas.convert.to_atlas_batches`) and emits through a sink; when Atlas is down the
 sink keeps batches on disk and resends them later (this job or the next). The job is never slowed or
@@ -51,6 +52,27 @@ _LISTENER_INTERFACE = "org.apache.spark.sql.util.QueryExecutionListener"
 _INNER_WRITE = "file source write"
 _CHECKPOINTS = frozenset({"checkpoint", "localCheckpoint"})
 """Actions whose event carries the plan a checkpointed DataFrame came from (its LogicalRDD keeps none)."""
+_QUERY_ACTIONS = frozenset(
+    {
+        "collect",
+        "collectToPython",
+        "collectAsArrowToPython",
+        "collectAsList",
+        "count",
+        "head",
+        "first",
+        "take",
+        "tail",
+        "showString",
+        "toLocalIterator",
+        "toPythonIterator",
+        "foreach",
+        "foreachPartition",
+        "isEmpty",
+        "getRowsToPython",
+    }
+)
+"""Dataset actions that only read (their events are dropped in the callback unless resultsets are on)."""
 _CHECKPOINT_MEMORY = 64
 """Checkpointed plans remembered per session, newest kept: a write reading an older one says so."""
 _CHECKPOINT_DEPTH = 8
@@ -215,6 +237,8 @@ class SparkHookHandle:
         )
         """Output exprIds of a checkpointed DataFrame -> the plan (JSON) and facts it was made from."""
         self._warned_checkpoint = False
+        self._shared: Any = None
+        """This session's statements that share a process (``convert.SharedProcesses``)."""
         self.automatic = False
         """Installed by the switch (:mod:`atlas_bridge.spark_auto`), not by a call in the job."""
 
@@ -377,44 +401,58 @@ class SparkHookHandle:
     def _capture(
         self, event: str, func_name: str, qe: Any, duration_ns: int | None
     ) -> tuple[_Item | None, int]:
-        """One round trip: the plan's root class and the query id; the rest is read by the worker.
+        """No py4j call: the event's QueryExecution is queued and the worker reads the rest off it.
 
-        The analyzed plan is immutable and the QueryExecution reference we keep holds it on the JVM, so
-        the worker reads the same plan later, off Spark's listener thread.
+        Spark's listener thread waits for this callback, and under load a round trip to the JVM from it
+        (a reply to wait for, the GIL to take back from the worker after it) was what made its slow
+        tail. The worker reads the plan's root class first and drops what is no write; actions known to
+        be plain queries (collect, count, show...) are dropped here already. The analyzed plan is
+        immutable and the QueryExecution reference we keep holds it on the JVM, so the worker reads the
+        same plan later, off Spark's listener thread.
         """
-        from atlas_bridge.extractors.spark_plan import QUERY_ROOTS, WRITE_COMMANDS
-
         if event != "onSuccess" or func_name == _INNER_WRITE:
             return None, 0
-        (root, qe_id_text), calls = self._reader.read(qe, [["analyzed", "nodeName"], ["id"]])
-        if not isinstance(root, str):
-            msg = "the plan's root class cannot be read"
-            raise RuntimeError(msg)
-        if (
-            root not in WRITE_COMMANDS
-            and not (self.resultsets and root in QUERY_ROOTS)
-            and func_name not in _CHECKPOINTS
-        ):
-            return None, calls
-        qe_id = int(qe_id_text) if isinstance(qe_id_text, str) and qe_id_text.lstrip("-").isdigit() else None
-        end_ms = int(time.time() * 1000)
+        if func_name in _QUERY_ACTIONS and not self.resultsets:
+            return None, 0
         with self._seq_lock:
             self._seq += 1
             seq = self._seq
         item = _Item(
             event=event,
             func_name=func_name,
-            root=root,
+            root="",
             plan_json="",
             facts={},
-            end_ms=end_ms,
+            end_ms=int(time.time() * 1000),
             duration_ms=int(duration_ns // 1_000_000) if duration_ns is not None else None,
             seq=seq,
-            qe_id=qe_id,
             jqe=qe,
-            calls=calls,
         )
-        return item, calls
+        return item, 0
+
+    def _classify(self, item: _Item) -> bool:
+        """Read the event's root class and query id (one round trip); False when it is no write to record
+        (nor a query, when resultsets are on, nor a checkpoint)."""
+        from atlas_bridge.extractors.spark_plan import QUERY_ROOTS, WRITE_COMMANDS
+
+        if item.jqe is None:
+            return False
+        (root, qe_id_text), calls = self._reader.read(item.jqe, [["analyzed", "nodeName"], ["id"]])
+        item.calls += calls
+        if not isinstance(root, str):
+            msg = "the plan's root class cannot be read"
+            raise RuntimeError(msg)
+        item.root = root
+        if isinstance(qe_id_text, str) and qe_id_text.lstrip("-").isdigit():
+            item.qe_id = int(qe_id_text)
+        if (
+            root not in WRITE_COMMANDS
+            and not (self.resultsets and root in QUERY_ROOTS)
+            and item.func_name not in _CHECKPOINTS
+        ):
+            item.jqe = None
+            return False
+        return True
 
     def _materialize(self, item: _Item) -> None:
         """Read the plan's JSON and the facts it lacks off the kept QueryExecution, then let it go."""
@@ -504,6 +542,9 @@ class SparkHookHandle:
         """
         from atlas_bridge.extractors.spark_plan import plan_identity, write_priority
 
+        if not item.root and not self._classify(item):
+            self.stats.skipped += 1
+            return
         if item.func_name in _CHECKPOINTS:
             self._remember_checkpoint(item)
             return
@@ -586,8 +627,12 @@ class SparkHookHandle:
         lineage = result.lineage
         if not lineage.processes:
             return
-        from atlas_bridge.atlas.convert import RunInfo, to_atlas_batches
+        from atlas_bridge.atlas.convert import RunInfo, SharedProcesses, to_atlas_batches
 
+        if self._shared is None:
+            self._shared = SharedProcesses(self.settings.namespace)
+        count = len(lineage.processes)
+        lineage = self._shared.add(lineage)  # a process shared by statements: their union, whole
         start_ms = item.end_ms - item.duration_ms if item.duration_ms is not None else None
         sql = item.facts.get("sql") if isinstance(item.facts.get("sql"), str) else None
         run = RunInfo(
@@ -596,7 +641,7 @@ class SparkHookHandle:
             start_ms=start_ms,
             end_ms=item.end_ms,
             application_id=self.application_id,
-            query_text=sql,
+            query_text=sql or "",  # this run's own text ("" when none), not its shared process's
             status="SUCCESS" if item.event == "onSuccess" else "FAILED",
         )
         batches = to_atlas_batches(lineage, namespace=self.settings.namespace, run=run)
@@ -604,7 +649,7 @@ class SparkHookHandle:
         for batch in batches:
             sink.emit(batch)
             self.stats.batches += 1
-        self.stats.processes += len(lineage.processes)
+        self.stats.processes += count
 
     def _get_sink(self) -> Any:
         if self._sink is None:

@@ -15,6 +15,7 @@ from atlas_bridge.atlas.client import AtlasClient
 from atlas_bridge.atlas.sink import AtlasSink
 from atlas_bridge.atlas.typedefs import register_typedefs
 from atlas_bridge.config import Settings
+from atlas_bridge.model import query_hash
 from atlas_bridge.spark import SparkHookHandle, install, uninstall
 
 NS = "test"
@@ -367,6 +368,31 @@ def test_a_checkpoint_the_hook_did_not_see_is_said_once(
     said = [r for r in caplog.records if "checkpointed DataFrame" in r.getMessage()]
     assert len(said) == 1, [r.getMessage() for r in caplog.records]
     assert said[0].levelname == "WARNING"
+
+
+def test_statements_sharing_a_process_are_one_union(hooked: Hooked) -> None:
+    """Two writes with the same operation, inputs and output are one process: Atlas holds the union of
+    both statements' column lineage, each column lineage with what feeds it (not the later statement's
+    edges with the earlier one's expression), and each run its own text."""
+    drop(hooked.spark, "two")
+    hooked.sql("CREATE TABLE two (id BIGINT, t STRING) USING parquet")
+    first = "INSERT INTO two SELECT id, upper(tag) FROM src"
+    hooked.sql(first)
+    hooked.spark.table("src").selectExpr("CAST(cust AS BIGINT) AS id", "tag AS t").write.insertInto("two")
+    hooked.flush()
+    process = f"INSERT:default.src@{NS}->default.two@{NS}"
+    assert hooked.names("atlas_bridge_process") == [process]
+    assert hooked.column_inputs(f"default.two.id@{NS}") == {"DIRECT": {"default.src.id", "default.src.cust"}}
+    t = hooked.column_lineage_attrs(f"default.two.t@{NS}", "DIRECT")
+    assert (t["effect"], t["expression"]) == ("MODIFIED_COPY", "upper(tag)")
+    attrs = hooked.stub.find("atlas_bridge_process", process)["attributes"]  # type: ignore[index]
+    assert attrs["queryText"] == first  # the only text known; the hash is the union's
+    assert attrs["queryHash"] != query_hash(first)
+    runs = sorted(
+        e["attributes"].get("queryText", "")
+        for e in hooked.stub.active_entities("atlas_bridge_process_execution")
+    )
+    assert runs == ["", first]
 
 
 def test_hive_table_insert(hooked: Hooked) -> None:
