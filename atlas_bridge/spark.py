@@ -102,9 +102,10 @@ class HookStats:
     events: int = 0
     """Callbacks received."""
     captured: int = 0
-    """Events put on the queue (writes, or queries when resultsets are on)."""
+    """Events put on the queue (all but plain query actions, inner file writes and failures)."""
     skipped: int = 0
-    """Events ignored in the callback (plain queries, inner file writes, failures)."""
+    """Events ignored: in the callback (plain query actions, inner file writes, failures) or by the worker
+    once it read their root class (no write; no query when resultsets are on)."""
     dropped: int = 0
     """Events lost because the queue was full."""
     callback_errors: int = 0

@@ -215,7 +215,7 @@ def measure(args: argparse.Namespace) -> None:
         f"CPU overhead ratio (with / without): {cpu_ratio:.3f} in the loop; "
         f"the worker's catch-up adds {caught_up * 1000:.1f} ms/query of CPU"
     )
-    print(f"events: {events}, captured writes: {captured}, processes emitted: {processes}")
+    print(f"events: {events}, queued: {captured}, processes emitted: {processes}")
     p50, p95 = pct(callback_ms, 0.5), pct(callback_ms, 0.95)
     print(
         f"callback per captured event: p50 {p50:.2f} ms, p95 {p95:.2f} ms (goal < 10), "
@@ -224,7 +224,7 @@ def measure(args: argparse.Namespace) -> None:
     print(
         f"py4j round trips per captured event (INSERT and path write; callback + worker): "
         f"p50 {pct([float(r) for r in round_trips], 0.5):.0f}, max {max(round_trips)} (goal <= 5); "
-        f"in the callback: max {max(callback_trips)} (plain queries: 1)"
+        f"in the callback: max {max(callback_trips)}"
     )
     print(f"worker catch-up after each block (flush): {', '.join(f'{x * 1000:.0f} ms' for x in flush_s)}")
     spark.stop()

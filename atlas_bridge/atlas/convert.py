@@ -618,7 +618,10 @@ def statement_attributes(members: list[Process]) -> dict[str, Any]:
     scan and any later reader of runs (event logs) all convert through here.
     """
     ordered = sorted(members, key=lambda p: (p.statement_index or 0, p.id))
-    unique = list({p.query_hash: p for p in reversed(ordered)}.values())[::-1]
+    by_hash: dict[str, Process] = {}
+    for proc in ordered:  # one per text: a statement repeated in a script is one statement
+        by_hash.setdefault(proc.query_hash, proc)
+    unique = list(by_hash.values())
     first = unique[0]
     if len(unique) == 1:
         query_hash = first.query_hash
