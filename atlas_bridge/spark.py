@@ -6,11 +6,12 @@
     handle = install(spark)              # settings from kwargs, Spark conf spark.atlas.*, env, properties
 
 A Python object implementing ``org.apache.spark.sql.util.QueryExecutionListener`` is registered through
-py4j. Spark calls it on its listener thread after each query; the callback makes one py4j round trip (the
-plan's root class and the query id, read together by :class:`atlas_bridge.spark_reader.JvmReader`), keeps
-the QueryExecution reference of a write and puts it on a bounded queue. A daemon worker reads the plan's
-JSON and the few facts it leaves out (paths, save mode, format, SQL text) in one more round trip (two
-when a file is read without a catalog table: the plan is immutable and our reference keeps it), extracts
+py4j. Spark calls it on its listener thread after each query; the callback makes no py4j call: it drops
+events of plain query actions (collect, count, show) by their name, and puts the QueryExecution reference of
+any other on a bounded queue. A daemon worker reads the plan's root class and the query id (one round trip,
+by :class:`atlas_bridge.spark_reader.JvmReader`; what is no write stops there), then the plan's JSON and
+the few facts it leaves out (paths, save mode, format, SQL text) in one more round trip (two when a file is
+read without a catalog table: the plan is immutable and our reference keeps it), extracts
 (:func:`atlas_bridge.extractors.spark_plan.extract_spark_plan_lineage`), converts
 (:func:`atlas_bridge.atlas.convert.to_atlas_batches`) and emits through a sink; when Atlas is down the
 sink keeps batches on disk and resends them later (this job or the next). The job is never slowed or
@@ -49,6 +50,33 @@ __all__ = ["HookStats", "SparkHookHandle", "install", "uninstall"]
 
 _LISTENER_INTERFACE = "org.apache.spark.sql.util.QueryExecutionListener"
 _INNER_WRITE = "file source write"
+_CHECKPOINTS = frozenset({"checkpoint", "localCheckpoint"})
+"""Actions whose event carries the plan a checkpointed DataFrame came from (its LogicalRDD keeps none)."""
+_QUERY_ACTIONS = frozenset(
+    {
+        "collect",
+        "collectToPython",
+        "collectAsArrowToPython",
+        "collectAsList",
+        "count",
+        "head",
+        "first",
+        "take",
+        "tail",
+        "showString",
+        "toLocalIterator",
+        "toPythonIterator",
+        "foreach",
+        "foreachPartition",
+        "isEmpty",
+        "getRowsToPython",
+    }
+)
+"""Dataset actions that only read (their events are dropped in the callback unless resultsets are on)."""
+_CHECKPOINT_MEMORY = 64
+"""Checkpointed plans remembered per session, newest kept: a write reading an older one says so."""
+_CHECKPOINT_DEPTH = 8
+"""Checkpoints of checkpoints followed back this far (an iterative job checkpoints every round)."""
 _CONF_PREFIX = "spark."
 _HOOK_CONF = "spark.atlas.hook.atlas_bridge."
 # Hook knobs that are not Settings fields: Spark conf suffix -> install() keyword.
@@ -74,9 +102,10 @@ class HookStats:
     events: int = 0
     """Callbacks received."""
     captured: int = 0
-    """Events put on the queue (writes, or queries when resultsets are on)."""
+    """Events put on the queue (all but plain query actions, inner file writes and failures)."""
     skipped: int = 0
-    """Events ignored in the callback (plain queries, inner file writes, failures)."""
+    """Events ignored: in the callback (plain query actions, inner file writes, failures) or by the worker
+    once it read their root class (no write; no query when resultsets are on)."""
     dropped: int = 0
     """Events lost because the queue was full."""
     callback_errors: int = 0
@@ -204,6 +233,13 @@ class SparkHookHandle:
         self._reader: Any = None
         """Reads the plan and its facts off the JVM (:class:`atlas_bridge.spark_reader.JvmReader`)."""
         self._warned_drop = 0
+        self._checkpoints: collections.OrderedDict[tuple[int, ...], tuple[str, dict[str, Any]]] = (
+            collections.OrderedDict()
+        )
+        """Output exprIds of a checkpointed DataFrame -> the plan (JSON) and facts it was made from."""
+        self._warned_checkpoint = False
+        self._shared: Any = None
+        """This session's statements that share a process (``convert.SharedProcesses``)."""
         self.automatic = False
         """Installed by the switch (:mod:`atlas_bridge.spark_auto`), not by a call in the job."""
 
@@ -367,49 +403,92 @@ class SparkHookHandle:
     def _capture(
         self, event: str, func_name: str, qe: Any, duration_ns: int | None
     ) -> tuple[_Item | None, int]:
-        """One round trip: the plan's root class and the query id; the rest is read by the worker.
+        """No py4j call: the event's QueryExecution is queued and the worker reads the rest off it.
 
-        The analyzed plan is immutable and the QueryExecution reference we keep holds it on the JVM, so
-        the worker reads the same plan later, off Spark's listener thread.
+        Spark's listener thread waits for this callback, and under load a round trip to the JVM from it
+        (a reply to wait for, the GIL to take back from the worker after it) was what made its slow
+        tail. The worker reads the plan's root class first and drops what is no write; actions known to
+        be plain queries (collect, count, show...) are dropped here already. The analyzed plan is
+        immutable and the QueryExecution reference we keep holds it on the JVM, so the worker reads the
+        same plan later, off Spark's listener thread.
         """
-        from atlas_bridge.extractors.spark_plan import QUERY_ROOTS, WRITE_COMMANDS
-
         if event != "onSuccess" or func_name == _INNER_WRITE:
             return None, 0
-        (root, qe_id_text), calls = self._reader.read(qe, [["analyzed", "nodeName"], ["id"]])
-        if not isinstance(root, str):
-            msg = "the plan's root class cannot be read"
-            raise RuntimeError(msg)
-        if root not in WRITE_COMMANDS and not (self.resultsets and root in QUERY_ROOTS):
-            return None, calls
-        qe_id = int(qe_id_text) if isinstance(qe_id_text, str) and qe_id_text.lstrip("-").isdigit() else None
-        end_ms = int(time.time() * 1000)
+        if func_name in _QUERY_ACTIONS and not self.resultsets:
+            return None, 0
         with self._seq_lock:
             self._seq += 1
             seq = self._seq
         item = _Item(
             event=event,
             func_name=func_name,
-            root=root,
+            root="",
             plan_json="",
             facts={},
-            end_ms=end_ms,
+            end_ms=int(time.time() * 1000),
             duration_ms=int(duration_ns // 1_000_000) if duration_ns is not None else None,
             seq=seq,
-            qe_id=qe_id,
             jqe=qe,
-            calls=calls,
         )
-        return item, calls
+        return item, 0
+
+    def _classify(self, item: _Item) -> bool:
+        """Read the event's root class and query id (one round trip); False when it is no write to record
+        (nor a query, when resultsets are on, nor a checkpoint)."""
+        from atlas_bridge.extractors.spark_plan import QUERY_ROOTS, WRITE_COMMANDS
+
+        if item.jqe is None:
+            return False
+        (root, qe_id_text), calls = self._reader.read(item.jqe, [["analyzed", "nodeName"], ["id"]])
+        item.calls += calls
+        if not isinstance(root, str):
+            msg = "the plan's root class cannot be read"
+            raise RuntimeError(msg)
+        item.root = root
+        if isinstance(qe_id_text, str) and qe_id_text.lstrip("-").isdigit():
+            item.qe_id = int(qe_id_text)
+        if (
+            root not in WRITE_COMMANDS
+            and not (self.resultsets and root in QUERY_ROOTS)
+            and item.func_name not in _CHECKPOINTS
+        ):
+            item.jqe = None
+            return False
+        return True
 
     def _materialize(self, item: _Item) -> None:
         """Read the plan's JSON and the facts it lacks off the kept QueryExecution, then let it go."""
         qe, item.jqe = item.jqe, None
         if qe is None:
             return
-        item.plan_json, item.facts, calls = _read_plan(self._reader, qe, item.root)
+        checkpoint = item.func_name in _CHECKPOINTS
+        item.plan_json, item.facts, calls = _read_plan(self._reader, qe, item.root, whole=checkpoint)
         item.calls += calls
         self.stats.round_trips.append(item.calls)
+        if _LOGICAL_RDD in item.plan_json:  # reads a checkpointed DataFrame (or an RDD)
+            found = [
+                {"exprIds": list(ids), "plan": plan, **facts}
+                for ids in _rdd_outputs(item.plan_json)
+                for plan, facts in [self._checkpoints.get(ids, ("", {}))]
+                if plan and int(facts.get("depth", 0)) < _CHECKPOINT_DEPTH
+            ]
+            if found:
+                item.facts["checkpoints"] = found
+                if checkpoint:  # a checkpoint of a checkpoint: its facts hold the ones before, to a depth
+                    item.facts["depth"] = 1 + max(int(f.get("depth", 0)) for f in found)
+
+    def _remember_checkpoint(self, item: _Item) -> None:
+        """Keep the plan a checkpointed DataFrame was made from, keyed by its output's exprIds (which its
+        LogicalRDD keeps), so a later write that reads it reaches the sources."""
+        from atlas_bridge.extractors.spark_plan import output_expr_ids
+
+        self._materialize(item)
+        ids = output_expr_ids(item.plan_json)
+        if ids:
+            self._checkpoints[ids] = (item.plan_json, item.facts)
+            self._checkpoints.move_to_end(ids)
+            while len(self._checkpoints) > _CHECKPOINT_MEMORY:
+                self._checkpoints.popitem(last=False)
 
     # -- worker --------------------------------------------------------------------------------------
     def _run(self) -> None:
@@ -464,6 +543,12 @@ class SparkHookHandle:
         """
         from atlas_bridge.extractors.spark_plan import plan_identity, write_priority
 
+        if not item.root and not self._classify(item):
+            self.stats.skipped += 1
+            return
+        if item.func_name in _CHECKPOINTS:
+            self._remember_checkpoint(item)
+            return
         self._materialize(item)
         sig, target = plan_identity(item.plan_json, item.facts)
         if sig is None:
@@ -535,12 +620,20 @@ class SparkHookHandle:
         )
         for p in result.problems:
             self.stats.problems += 1
-            logger.info("atlas-bridge: %s event %s: %s", item.root, item.func_name, p.message)
+            if p.kind == "checkpoint" and not self._warned_checkpoint:
+                self._warned_checkpoint = True  # once per session: a loop over checkpoints would flood
+                logger.warning("atlas-bridge: %s (further cases are logged at INFO)", p.message)
+            else:
+                logger.info("atlas-bridge: %s event %s: %s", item.root, item.func_name, p.message)
         lineage = result.lineage
         if not lineage.processes:
             return
-        from atlas_bridge.atlas.convert import RunInfo, to_atlas_batches
+        from atlas_bridge.atlas.convert import RunInfo, SharedProcesses, to_atlas_batches
 
+        if self._shared is None:
+            self._shared = SharedProcesses(self.settings.namespace)
+        count = len(lineage.processes)
+        lineage = self._shared.add(lineage)  # a process shared by statements: their union, whole
         start_ms = item.end_ms - item.duration_ms if item.duration_ms is not None else None
         sql = item.facts.get("sql") if isinstance(item.facts.get("sql"), str) else None
         run = RunInfo(
@@ -549,7 +642,7 @@ class SparkHookHandle:
             start_ms=start_ms,
             end_ms=item.end_ms,
             application_id=self.application_id,
-            query_text=sql,
+            query_text=sql or "",  # this run's own text ("" when none), not its shared process's
             status="SUCCESS" if item.event == "onSuccess" else "FAILED",
         )
         batches = to_atlas_batches(lineage, namespace=self.settings.namespace, run=run)
@@ -557,7 +650,7 @@ class SparkHookHandle:
         for batch in batches:
             sink.emit(batch)
             self.stats.batches += 1
-        self.stats.processes += len(lineage.processes)
+        self.stats.processes += count
 
     def _get_sink(self) -> Any:
         if self._sink is None:
@@ -629,11 +722,12 @@ _DIR_WRITES = ("InsertIntoDataSourceDirCommand", "InsertIntoHiveDirCommand")
 _PLAN = "analyzed"
 
 
-def _read_plan(reader: Any, qe: Any, root: str) -> tuple[str, dict[str, Any], int]:
+def _read_plan(reader: Any, qe: Any, root: str, *, whole: bool = False) -> tuple[str, dict[str, Any], int]:
     """(plan JSON, facts, round trips): one read for the plan and its facts, one more for file leaves.
 
     The plan is ``qe.analyzed().toJSON()``, except for an InsertIntoHadoopFsRelationCommand: its command
     node costs ~45 ms in ``toJSON`` (its query ~1 ms), so that node is built here from four fields.
+    ``whole``: the plan is a query (a checkpointed DataFrame's), whose leaves are all read ones.
     """
     import json
 
@@ -719,19 +813,23 @@ def _read_plan(reader: Any, qe: Any, root: str) -> tuple[str, dict[str, Any], in
         write["table"] = _split_name(need("v2_name").split(",")[-1].strip())
     if write:
         facts["write"] = write
-    leaves, more = _read_leaves(reader, qe, root, nodes, head, query_field)
+    leaves, more = _read_leaves(reader, qe, root, nodes, head, None if whole else query_field)
     if leaves:
         facts["leaves"] = leaves
     return plan_json, facts, calls + more
 
 
 def _read_leaves(
-    reader: Any, qe: Any, root: str, nodes: list[Any], head: dict[str, Any], query_field: str
+    reader: Any, qe: Any, root: str, nodes: list[Any], head: dict[str, Any], query_field: str | None
 ) -> tuple[list[dict[str, Any]], int]:
-    """Identity of the leaves the JSON cannot name (file reads without a catalog table, V2 relations)."""
-    query_nodes = head.get(query_field)
+    """Identity of the leaves the JSON cannot name (file reads without a catalog table, V2 relations).
+
+    ``query_field`` None: the whole plan is the query."""
+    query_nodes = head.get(query_field) if query_field is not None else None
     base: list[Any]
-    if root == "MergeIntoTable":  # target and source are both children
+    if query_field is None:
+        query_nodes_list, base = nodes, [_PLAN]
+    elif root == "MergeIntoTable":  # target and source are both children
         query_nodes_list, base = nodes[1:], [_PLAN]
     elif isinstance(query_nodes, list):
         query_nodes_list, base = query_nodes, [_PLAN, query_field]
@@ -770,6 +868,21 @@ def _read_leaves(
             continue
         leaves.append(entry)
     return leaves, calls
+
+
+_LOGICAL_RDD = "org.apache.spark.sql.execution.LogicalRDD"
+
+
+def _rdd_outputs(plan_json: str) -> list[tuple[int, ...]]:
+    """The output exprIds of each LogicalRDD leaf of a plan (a checkpointed DataFrame keeps its plan's)."""
+    import json
+
+    from atlas_bridge.extractors.spark_plan import rdd_leaf_outputs
+
+    try:
+        return rdd_leaf_outputs(json.loads(plan_json))
+    except (ValueError, TypeError):
+        return []
 
 
 def _parse_quoted(text: str) -> dict[str, Any]:

@@ -632,3 +632,30 @@ def test_batches_can_be_bounded_in_bytes() -> None:
         assert len(body) <= limit or len(b["entities"]) == 1
     sent = [e["guid"] for b in batches for e in b["entities"]]
     assert list(dict.fromkeys(sent)) == [e["guid"] for e in whole[0]["entities"]]  # owners may come twice
+
+
+def test_shared_processes_send_the_union_of_a_runs_statements() -> None:
+    """Statement by statement (the hook; a reader of event logs): a statement whose process an earlier
+    statement of the run shares is sent with it (their union), within bounds; a CTAS stands alone."""
+    from atlas_bridge import extract_sql_lineage
+
+    def lin(sql: str) -> Lineage:
+        return extract_sql_lineage(sql, "hive").lineage
+
+    shared = convert.SharedProcesses(NS, members=2)
+    upper = "INSERT INTO t SELECT id, upper(name) AS name FROM s"
+    copy = "INSERT INTO t SELECT other AS id, name FROM s"
+    assert shared.add(lin(upper)) == lin(upper)
+    both = shared.add(lin(copy))
+    assert {p.sql for p in both.processes} == {upper, copy}
+    (proc,) = [e for e in to_atlas_entities(both, namespace=NS) if e["typeName"] == convert.TYPE_PROCESS]
+    assert sorted(proc["attributes"]["queryText"].split(";\n")) == sorted([upper, copy])
+    # bounded: a third statement starts again from itself
+    third = "INSERT INTO t SELECT id, lower(name) AS name FROM s"
+    assert {p.sql for p in shared.add(lin(third)).processes} == {third}
+    # a statement that defines its output replaces it: alone, whatever came before
+    ctas = "CREATE TABLE c AS SELECT id FROM s"
+    shared.add(lin(ctas))
+    assert {p.sql for p in shared.add(lin("CREATE TABLE c AS SELECT other AS id FROM s")).processes} == {
+        "CREATE TABLE c AS SELECT other AS id FROM s"
+    }

@@ -179,3 +179,103 @@ def test_partial_read_keeps_the_other_columns(atlas_stub: AtlasStub, client: Atl
     after = {e["attributes"]["name"] for e in atlas_stub.related(orders_guid, "columns")}
     assert after == before
     assert all(e["status"] == "ACTIVE" for e in atlas_stub.related(orders_guid, "columns"))
+
+
+def test_statements_sharing_a_process_are_never_a_mix(atlas_stub: AtlasStub, client: AtlasClient) -> None:
+    """Two statements with the same operation, inputs and output share one process (as in Hive). Atlas
+    keeps what an upsert leaves out, so each upsert describes its statements whole: a later statement
+    alone replaces the process (no expression or text left from the other), and statements converted
+    together make one process holding their union, text and hash describing both."""
+    import hashlib
+
+    from atlas_bridge.model import query_hash
+
+    upper = "INSERT INTO mart.names SELECT id, upper(status) AS status FROM sales.orders"
+    copy = "INSERT INTO mart.names SELECT customer_id AS id, status FROM sales.orders"
+    process = "INSERT:sales.orders@e2e->mart.names@e2e"
+
+    def stored(qn: str, type_name: str = "atlas_bridge_column_lineage") -> dict[str, Any]:
+        ent = atlas_stub.find(type_name, qn)
+        assert ent is not None, qn
+        return dict(ent["attributes"])
+
+    _push(client, upper)
+    _push(client, copy)
+    attrs = stored(process, "atlas_bridge_process")
+    assert (attrs["queryText"], attrs["queryHash"]) == (copy, query_hash(copy))
+    direct = stored(f"{process}:mart.names.status:direct")
+    assert (direct["effect"], direct["expression"]) == ("EXACT_COPY", "")  # not upper()'s expression
+
+    _push(client, f"{upper};\n{copy};")
+    attrs = stored(process, "atlas_bridge_process")
+    assert attrs["queryText"].split(";\n") == [upper, copy]
+    both = sorted((query_hash(upper), query_hash(copy)))
+    assert attrs["queryHash"] == hashlib.sha256(",".join(both).encode()).hexdigest()
+    direct = stored(f"{process}:mart.names.status:direct")
+    assert (direct["effect"], direct["expression"]) == ("MODIFIED_COPY", "UPPER(status)")
+    guid = _guid(
+        client, "atlas_bridge_column", column_qualified_name(table_qualified_name("mart", "names", NS), "id")
+    )
+    lin = client.get_lineage(guid, direction="INPUT", depth=2)
+    sources = {
+        e["attributes"]["qualifiedName"]
+        for e in lin["guidEntityMap"].values()
+        if e["typeName"] == "atlas_bridge_column"
+    }
+    assert {f"sales.orders.id@{NS}", f"sales.orders.customer_id@{NS}"} <= sources  # both statements' edges
+
+
+def _scan(client: AtlasClient, folder: Any, tmp: Any) -> None:
+    """The scan's pipeline without Spark: units extracted and converted, folded by the driver's
+    collector, delivered as its encoded bodies."""
+    import json
+
+    from atlas_bridge.bridge.deliver import AtlasDelivery, deliver
+    from atlas_bridge.bridge.extract import extract_partition
+    from atlas_bridge.bridge.inputs import discover_inputs, plan_units
+    from atlas_bridge.bridge.merge import EntityCollector
+    from atlas_bridge.bridge.schema import schema_index
+    from atlas_bridge.bridge.types import ScanOptions
+
+    options = ScanOptions(dialect="hive", schema=SCHEMA)
+    files, _ = discover_inputs([folder])
+    units = plan_units(files, options, ship_content=False)
+    collector = EntityCollector(tmp / "spill")
+    for tag, payload in extract_partition(units, options, NS, schema_index([], SCHEMA, None, [])):
+        if tag == "unit":
+            collector.add(json.loads(payload))
+    batches = list(collector.batches(500))
+    stats = deliver(batches, AtlasDelivery(client, "atlas:stub", tmp / "unsent"), None, total=len(batches))
+    assert stats.errors == []
+
+
+def test_a_scan_replaces_a_shared_process_whole(
+    atlas_stub: AtlasStub, client: AtlasClient, tmp_path: Any
+) -> None:
+    """The scanner as the hook: a file whose two statements share a process sends their union; after an
+    edit leaves one, the next scan's process and column lineage are that statement's whole."""
+    upper = "INSERT INTO mart.names SELECT id, upper(status) AS status FROM sales.orders"
+    copy = "INSERT INTO mart.names SELECT customer_id AS id, status FROM sales.orders"
+    process = "INSERT:sales.orders@e2e->mart.names@e2e"
+    estate = tmp_path / "estate"
+    estate.mkdir()
+    script = estate / "load.sql"
+    script.write_text(f"{upper};\n{copy};\n", encoding="utf-8")
+    _scan(client, estate, tmp_path / "scan1")
+    direct = atlas_stub.find("atlas_bridge_column_lineage", f"{process}:mart.names.status:direct")
+    assert direct is not None
+    assert (direct["attributes"]["effect"], direct["attributes"]["expression"]) == (
+        "MODIFIED_COPY",
+        "UPPER(status)",
+    )
+    attrs = atlas_stub.find("atlas_bridge_process", process)["attributes"]  # type: ignore[index]
+    assert attrs["queryText"].split(";\n") == [upper, copy]
+    assert (attrs["sourceFile"], attrs["sourceLine"]) == (str(script), 1)
+
+    script.write_text(f"\n{copy};\n", encoding="utf-8")  # edited: the upper() statement is gone
+    _scan(client, estate, tmp_path / "scan2")
+    direct = atlas_stub.find("atlas_bridge_column_lineage", f"{process}:mart.names.status:direct")
+    assert direct is not None
+    assert (direct["attributes"]["effect"], direct["attributes"]["expression"]) == ("EXACT_COPY", "")
+    attrs = atlas_stub.find("atlas_bridge_process", process)["attributes"]  # type: ignore[index]
+    assert (attrs["queryText"], attrs["sourceLine"]) == (copy, 2)

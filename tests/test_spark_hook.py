@@ -15,6 +15,7 @@ from atlas_bridge.atlas.client import AtlasClient
 from atlas_bridge.atlas.sink import AtlasSink
 from atlas_bridge.atlas.typedefs import register_typedefs
 from atlas_bridge.config import Settings
+from atlas_bridge.model import query_hash
 from atlas_bridge.spark import SparkHookHandle, install, uninstall
 
 NS = "test"
@@ -280,6 +281,118 @@ def test_window_and_union(hooked: Hooked) -> None:
     assert amount["INDIRECT"] == {"default.src.amount", "default.src.cust"}
     assert hooked.column_lineage_attrs(f"default.wu.amount@{NS}", "INDIRECT")["clauses"] == ["window"]
     assert hooked.column_inputs(f"default.wu.tag@{NS}") == {"DIRECT": {"default.src.tag"}}
+
+
+def test_ranking_functions_keys_are_indirect(hooked: Hooked) -> None:
+    """rank / dense_rank / percent_rank / ntile / cume_dist read their ORDER BY keys as row_number does:
+    the keys order the rows (indirect, window), no value of them is copied (Spark gives rank and
+    dense_rank the keys as children, which once read as a direct edge ``rank(amount) OVER ...``)."""
+    drop(hooked.spark, "ranks")
+    hooked.sql(
+        "CREATE TABLE ranks USING parquet AS SELECT id,"
+        " rank() OVER (PARTITION BY cust ORDER BY amount) AS r,"
+        " dense_rank() OVER (PARTITION BY cust ORDER BY amount) AS dr,"
+        " percent_rank() OVER (PARTITION BY cust ORDER BY amount) AS pr,"
+        " ntile(2) OVER (PARTITION BY cust ORDER BY amount) AS nt,"
+        " cume_dist() OVER (PARTITION BY cust ORDER BY amount) AS cd,"
+        " row_number() OVER (PARTITION BY cust ORDER BY amount) AS rn FROM src"
+    )
+    hooked.flush()
+    for col in ("r", "dr", "pr", "nt", "cd", "rn"):
+        assert hooked.column_inputs(f"default.ranks.{col}@{NS}") == {
+            "INDIRECT": {"default.src.amount", "default.src.cust"}
+        }, col
+        assert hooked.column_lineage_attrs(f"default.ranks.{col}@{NS}", "INDIRECT")["clauses"] == ["window"]
+
+
+def test_coalesce_is_a_conditional(hooked: Hooked) -> None:
+    """COALESCE(a, b): both arguments flow (each a partial copy: the rows it is chosen in) and the first
+    one's nullness decides which is taken (indirect, condition); NVL is the same function."""
+    drop(hooked.spark, "coal")
+    hooked.sql(
+        "CREATE TABLE coal USING parquet AS SELECT c.id, coalesce(c.name, c.country) AS who,"
+        " nvl(c.country, 'none') AS land FROM customers c"
+    )
+    hooked.flush()
+    assert hooked.column_inputs(f"default.coal.who@{NS}") == {
+        "DIRECT": {"default.customers.name", "default.customers.country"},
+        "INDIRECT": {"default.customers.name"},
+    }
+    direct = hooked.column_lineage_attrs(f"default.coal.who@{NS}", "DIRECT")
+    assert direct["effect"] == "PARTIAL_COPY"
+    assert direct["expression"] == "coalesce(name, country)"
+    assert hooked.column_lineage_attrs(f"default.coal.who@{NS}", "INDIRECT")["clauses"] == ["condition"]
+    assert hooked.column_inputs(f"default.coal.land@{NS}") == {
+        "DIRECT": {"default.customers.country"},
+        "INDIRECT": {"default.customers.country"},
+    }
+
+
+def test_checkpointed_dataframes_keep_their_lineage(hooked: Hooked, tmp_path: Path) -> None:
+    """checkpoint() and localCheckpoint() hand the write a LogicalRDD without sources; the plan before the
+    checkpoint (the checkpoint action's own event) is remembered and walked in its place."""
+    spark = hooked.spark
+    spark.sparkContext.setCheckpointDir(str(tmp_path / "checkpoints"))
+    drop(spark, "ck_t", "lck_t")
+    df = spark.table("src").where("amount > 1").selectExpr("id", "upper(tag) AS t")
+    df.checkpoint().write.saveAsTable("ck_t")
+    spark.table("customers").selectExpr("id", "name").localCheckpoint().write.saveAsTable("lck_t")
+    hooked.flush()
+    assert hooked.table_inputs(f"default.ck_t@{NS}").popitem()[1] == {f"default.src@{NS}"}
+    assert hooked.column_inputs(f"default.ck_t.t@{NS}") == {
+        "DIRECT": {"default.src.tag"},
+        "INDIRECT": {"default.src.amount"},
+    }
+    assert hooked.table_inputs(f"default.lck_t@{NS}").popitem()[1] == {f"default.customers@{NS}"}
+    assert hooked.column_inputs(f"default.lck_t.name@{NS}") == {"DIRECT": {"default.customers.name"}}
+
+
+def test_a_checkpoint_the_hook_did_not_see_is_said_once(
+    base_tables: Any, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A DataFrame checkpointed before the hook was installed: its writes have no sources, and the hook
+    says so once (a warning), not once per write."""
+    spark = base_tables
+    spark.sparkContext.setCheckpointDir(str(tmp_path / "checkpoints"))
+    drop(spark, "unseen_1", "unseen_2")
+    unseen = spark.table("src").selectExpr("id", "tag").localCheckpoint()
+    handle = install(spark, settings=Settings.load(namespace=NS, output_dir=tmp_path), sink=_ListSink())
+    try:
+        with caplog.at_level("WARNING", logger="atlas_bridge.spark"):
+            unseen.write.saveAsTable("unseen_1")
+            unseen.write.saveAsTable("unseen_2")
+            assert handle.flush(60)
+    finally:
+        uninstall(spark)
+        drop(spark, "unseen_1", "unseen_2")
+    said = [r for r in caplog.records if "checkpointed DataFrame" in r.getMessage()]
+    assert len(said) == 1, [r.getMessage() for r in caplog.records]
+    assert said[0].levelname == "WARNING"
+
+
+def test_statements_sharing_a_process_are_one_union(hooked: Hooked) -> None:
+    """Two writes with the same operation, inputs and output are one process: Atlas holds the union of
+    both statements' column lineage, each column lineage with what feeds it (not the later statement's
+    edges with the earlier one's expression), and each run its own text."""
+    drop(hooked.spark, "two")
+    hooked.sql("CREATE TABLE two (id BIGINT, t STRING) USING parquet")
+    first = "INSERT INTO two SELECT id, upper(tag) FROM src"
+    hooked.sql(first)
+    hooked.spark.table("src").selectExpr("CAST(cust AS BIGINT) AS id", "tag AS t").write.insertInto("two")
+    hooked.flush()
+    process = f"INSERT:default.src@{NS}->default.two@{NS}"
+    assert hooked.names("atlas_bridge_process") == [process]
+    assert hooked.column_inputs(f"default.two.id@{NS}") == {"DIRECT": {"default.src.id", "default.src.cust"}}
+    t = hooked.column_lineage_attrs(f"default.two.t@{NS}", "DIRECT")
+    assert (t["effect"], t["expression"]) == ("MODIFIED_COPY", "upper(tag)")
+    attrs = hooked.stub.find("atlas_bridge_process", process)["attributes"]  # type: ignore[index]
+    assert attrs["queryText"] == first  # the only text known; the hash is the union's
+    assert attrs["queryHash"] != query_hash(first)
+    runs = sorted(
+        e["attributes"].get("queryText", "")
+        for e in hooked.stub.active_entities("atlas_bridge_process_execution")
+    )
+    assert runs == ["", first]
 
 
 def test_hive_table_insert(hooked: Hooked) -> None:

@@ -169,6 +169,48 @@ def test_window_partition_and_order_are_fdr_window() -> None:
     assert ("o", RelationType.FDR, ClauseType.WINDOW) in rels
 
 
+def test_ranking_functions_keys_are_indirect_as_in_the_spark_hook() -> None:
+    """Ranking functions copy no value of their keys: PARTITION BY / ORDER BY are fdr window only (the
+    Spark hook reads rank / dense_rank the same way, tests/test_spark_hook.py)."""
+    cols = ("rank()", "dense_rank()", "percent_rank()", "ntile(2)", "cume_dist()", "row_number()")
+    select = ", ".join(f"{fn} over (partition by p order by o) c{i}" for i, fn in enumerate(cols))
+    for dialect in ("spark", "postgres", "oracle"):
+        lines = e2e_lines(f"insert into r select {select} from t", dialect)
+        assert lines == {f"t.{k} -> fdr -> r.c{i}" for i in range(len(cols)) for k in ("p", "o")}, dialect
+
+
+def test_coalesce_is_a_conditional_as_in_the_spark_hook() -> None:
+    """COALESCE / NVL / IFNULL (a, b): both arguments flow (a bare one a PARTIAL_COPY) and all but the
+    last also decide by their nullness (fdr, clause condition), as the Spark hook reads Spark's Coalesce."""
+    for dialect, fn in (("spark", "coalesce"), ("oracle", "nvl"), ("mysql", "ifnull"), ("tsql", "isnull")):
+        sql = f"insert into r select {fn}(a, b) c, upper({fn}(a, b)) u, coalesce(a, b, 'z') c3 from t"
+        lin = extract_sql_lineage(sql, dialect).lineage
+        got = {
+            (r.source.column, r.target.column, r.type.value, (r.clause_type or r.effect or ""))
+            for r in lin.relations
+            if r.source.dataset_id == "table:t"
+        }
+        assert got == {
+            ("a", "c", "fdd", Effect.PARTIAL_COPY),
+            ("b", "c", "fdd", Effect.PARTIAL_COPY),
+            ("a", "c", "fdr", ClauseType.CONDITION),
+            ("a", "u", "fdd", Effect.MODIFIED_COPY),
+            ("b", "u", "fdd", Effect.MODIFIED_COPY),
+            ("a", "u", "fdr", ClauseType.CONDITION),
+            ("a", "c3", "fdd", Effect.PARTIAL_COPY),
+            ("b", "c3", "fdd", Effect.PARTIAL_COPY),
+            ("a", "c3", "fdr", ClauseType.CONDITION),
+            ("b", "c3", "fdr", ClauseType.CONDITION),
+        }, dialect
+    # UPDATE ... SET reads its values the same way
+    lin = extract_sql_lineage(
+        "update r set c = coalesce(s.a, s.b) from s where s.id = r.id", "postgres"
+    ).lineage
+    got = {(r.source.column, r.type.value, r.clause_type) for r in lin.relations if r.target.column == "c"}
+    assert ("a", "fdr", ClauseType.CONDITION) in got
+    assert ("b", "fdr", ClauseType.CONDITION) not in got
+
+
 def test_effects_and_transforms() -> None:
     lin = extract_sql_lineage(
         "select a, b as bb, upper(c) cu, sum(d) sd, count(*) n from t group by a, b, c"

@@ -46,7 +46,10 @@ How it is sent, because Atlas replaces any relationship array it receives:
   (one per run, they accumulate). A process's ``inputs`` and ``outputs`` and a column lineage's are sent
   whole: they are complete for that statement.
 * every entity is sent with its required attributes (qualifiedName, name), never with nulls, so
-  re-sending a table that is only read changes nothing.
+  re-sending a table that is only read changes nothing. A process and its column lineage, which describe
+  statements, send every attribute they own (empty when the statements have none): Atlas keeps what an
+  upsert leaves out, and two statements share a process when they share operation, inputs and outputs,
+  so a field left out would stay from the other statement (:func:`statement_attributes`).
 * every reference is an ``AtlasRelatedObjectId`` with ``relationshipType``, ``typeName`` and
   ``uniqueAttributes``, plus the negative placeholder ``guid`` when the referenced entity is in the same
   body (Atlas resolves unique attributes against the store only).
@@ -59,6 +62,7 @@ How it is sent, because Atlas replaces any relationship array it receives:
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import re
@@ -414,9 +418,16 @@ class _Builder:
 
     # -- processes --------------------------------------------------------------------------------
     def add_process(
-        self, proc: Process, inputs: Iterable[str], outputs: Iterable[str], targets: Iterable[str] = ()
+        self,
+        proc: Process,
+        inputs: Iterable[str],
+        outputs: Iterable[str],
+        members: list[Process],
+        targets: Iterable[str] = (),
     ) -> _Entity:
-        """``targets``: what the process writes (model dataset ids) when it has no table-level output."""
+        """The process entity of ``proc`` and the other statements that share its qualifiedName
+        (``members``, ``proc`` first): see :func:`statement_attributes`. ``targets``: what the process
+        writes (model dataset ids) when it has no table-level output."""
         qn = self.process_qn[proc.id]
         entity = self.entities.get((TYPE_PROCESS, qn))
         inputs, outputs = list(inputs), list(outputs)
@@ -427,16 +438,8 @@ class _Builder:
                 "qualifiedName": qn,
                 "name": process_display_name(proc, written, read),
                 "operationType": proc.type,
-                "queryHash": proc.query_hash,
+                **statement_attributes(members),
             }
-            if proc.sql:
-                attrs["queryText"] = proc.sql
-            if proc.source_file:
-                attrs["sourceFile"] = proc.source_file
-            if proc.span is not None:  # where the statement starts, so a reader can open file:line
-                attrs["sourceLine"] = proc.span.line
-            if proc.procedure:
-                attrs["procedureName"] = proc.procedure
             # columnLineages is complete for the statement: an edit drops the column lineage it lost.
             refs: dict[str, list[_Ref] | _Ref] = {"inputs": [], "outputs": [], "columnLineages": []}
             entity = _Entity(_TIER_PROCESSES, qn, TYPE_PROCESS, qn, attrs, refs)
@@ -463,12 +466,15 @@ class _Builder:
             "startTime": run.start_ms,
             "endTime": run.end_ms,
             "userName": run.user,
-            "queryText": run.query_text or proc.sql,
+            # the run's own text when given, else its process's (all the statements the process holds)
+            "queryText": run.query_text
+            if run.query_text is not None
+            else proc_entity.attributes["queryText"],
             "applicationId": run.application_id,
             "hostName": run.host,
             "status": run.status,
         }
-        attrs.update({k: v for k, v in optional.items() if v is not None})
+        attrs.update({k: v for k, v in optional.items() if v is not None and v != ""})  # one run: no clearing
         refs: dict[str, list[_Ref] | _Ref] = {"process": _Ref(TYPE_PROCESS, pqn, REL_EXECUTIONS)}
         self.entities[(TYPE_PROCESS_EXECUTION, qn)] = _Entity(
             _TIER_DETAILS, pqn, TYPE_PROCESS_EXECUTION, qn, attrs, refs
@@ -677,15 +683,24 @@ def _build(
             assert isinstance(owned, list)
             owned.append(_Ref(TYPE_COLUMN, ent.qualified_name, REL_COLUMNS))
 
-    # Processes: those with table-level edges or column lineage; one entity per qualifiedName.
+    # Processes: those with table-level edges or column lineage; one entity per qualifiedName, describing
+    # every statement that shares it (their union, see statement_attributes).
     proc_entities: dict[str, _Entity] = {}
     cl_targets: dict[str, set[str]] = defaultdict(set)
     for cl in col_lineage.values():
         cl_targets[cl.process_id].add(cl.target_id)
-    for pid in sorted(set(table_edges) | set(cl_targets)):
+    pids = sorted(set(table_edges) | set(cl_targets))
+    members: dict[str, list[Process]] = defaultdict(list)
+    for pid in pids:
+        members[b.process_qn[pid]].append(b.procs[pid])
+    for pid in pids:
         pairs = sorted(table_edges.get(pid, ()))
         proc_entities[pid] = b.add_process(
-            b.procs[pid], [s for s, _ in pairs], [t for _, t in pairs], sorted(cl_targets.get(pid, ()))
+            b.procs[pid],
+            [s for s, _ in pairs],
+            [t for _, t in pairs],
+            members[b.process_qn[pid]],
+            sorted(cl_targets.get(pid, ())),
         )
 
     for (pqn, out_qn, dep), cl in col_lineage.items():
@@ -704,14 +719,20 @@ def _build(
         name = column_lineage_display_name(
             b.column_of_ref[cl.output], b.by_id[cl.target_id], dep, clauses, sources
         )
-        attrs: dict[str, Any] = {"qualifiedName": qn, "name": name, "dependencyType": dep}
-        if clauses:
+        # Every attribute that describes the statements is sent, empty when they have none: an upsert
+        # replaces the attributes it sends and keeps the others, so a field left out would stay from an
+        # earlier statement of the same process (an exact copy showing another statement's upper(name)).
+        attrs: dict[str, Any] = {
+            "qualifiedName": qn,
+            "name": name,
+            "dependencyType": dep,
+            "expression": "\n".join(sorted(cl.expressions)),
+        }
+        if dep == naming.DEPENDENCY_DIRECT:
+            attrs["effect"] = max(cl.effects, key=lambda e: e.rank).value if cl.effects else ""
+        else:
             attrs["clauses"] = clauses
-        if cl.expressions:
-            attrs["expression"] = "\n".join(sorted(cl.expressions))
-        if cl.effects:
-            attrs["effect"] = max(cl.effects, key=lambda e: e.rank).value
-        if cl.table_inputs:  # a property, not an input: the table's Lineage tab shows processes only
+            # a property, not an input: the table's Lineage tab shows processes only
             attrs["rowSources"] = sorted({b.dataset_qn[i] for i in cl.table_inputs})
         refs: dict[str, list[_Ref] | _Ref] = {
             "inputs": sorted(cl.inputs),
@@ -730,6 +751,75 @@ def _build(
             b.add_execution(proc_entity, b.procs[pid], run)
 
     return sorted(b.entities.values(), key=_Entity.sort_key)
+
+
+def statement_attributes(members: list[Process]) -> dict[str, Any]:
+    """What a process entity says about its statements, always whole (never a field left out).
+
+    Two statements with the same operation, inputs and outputs share one process (Atlas's Hive hook does
+    the same). Atlas keeps the attributes an upsert leaves out, so each field is sent, empty when unknown:
+    a later upsert replaces all of it and never mixes one statement's text with another's hash. Several
+    statements in one conversion make one description of their union: their texts (in statement order,
+    one per line group) and a hash of their hashes; one statement is described as itself. The hook, the
+    scan and any later reader of runs (event logs) all convert through here.
+    """
+    ordered = sorted(members, key=lambda p: (p.statement_index or 0, p.id))
+    by_hash: dict[str, Process] = {}
+    for proc in ordered:  # one per text: a statement repeated in a script is one statement
+        by_hash.setdefault(proc.query_hash, proc)
+    unique = list(by_hash.values())
+    first = unique[0]
+    if len(unique) == 1:
+        query_hash = first.query_hash
+    else:
+        query_hash = hashlib.sha256(",".join(sorted(p.query_hash for p in unique)).encode()).hexdigest()
+    texts = [p.sql for p in unique if p.sql]
+    return {
+        "queryHash": query_hash,
+        "queryText": ";\n".join(t.strip().rstrip(";").strip() for t in texts)
+        if len(texts) > 1
+        else "".join(texts),
+        "sourceFile": first.source_file or "",
+        # where the (first) statement starts, so a reader can open file:line; 0: not from a file
+        "sourceLine": first.span.line if first.span is not None else 0,
+        "procedureName": first.procedure or "",
+    }
+
+
+class SharedProcesses:
+    """The statements of one run that share a process, for a caller that converts statement by statement
+    (the Spark hook; a reader of event logs): :meth:`add` gives the lineage to convert, the statement's own
+    merged with the earlier statements of the run that share its process, so the process is sent as their
+    union (a lone statement would replace the earlier ones' column lineage). A statement that defines its
+    output (CTAS, CREATE VIEW) replaces it, so it is sent alone. Bounded: at most ``members`` statements
+    per process (then it starts again from the newest) and ``processes`` processes (the oldest forgotten).
+    """
+
+    def __init__(self, namespace: str, *, members: int = 16, processes: int = 256) -> None:
+        self.namespace = namespace
+        self.members = members
+        self.processes = processes
+        self._by_qn: dict[str, Lineage] = {}
+
+    def add(self, lineage: Lineage) -> Lineage:
+        from atlas_bridge.model import merge_lineage
+
+        e2e = end_to_end(lineage)
+        qns = _process_qualified_names(lineage, e2e, self.namespace)
+        merged = lineage
+        for proc in lineage.processes:
+            if naming.is_defining_operation(proc.type):
+                continue
+            earlier = self._by_qn.get(qns[proc.id])
+            if earlier is not None and len(earlier.processes) < self.members:
+                merged = merge_lineage([earlier, merged])
+        for proc in lineage.processes:
+            qn = qns[proc.id]
+            self._by_qn.pop(qn, None)
+            self._by_qn[qn] = merged  # newest last
+        while len(self._by_qn) > self.processes:
+            del self._by_qn[next(iter(self._by_qn))]
+        return merged
 
 
 def _render_ref(ref: _Ref, guids: dict[tuple[str, str], str]) -> dict[str, Any]:

@@ -11,8 +11,9 @@ position. Following exprIds from the write command's output columns down to the 
 (EXACT_COPY for a copy or lossless cast, MODIFIED_COPY for a transformation, AGGREGATION when an aggregate
 function is on the way) with the expression text in ``transform``, and ``fdr`` edges for what only
 restricts: WHERE / HAVING / JOIN / ORDER BY into the target's PseudoRows (row-set effects), GROUP BY into the
-aggregated columns (seed 000's rule), window PARTITION BY / ORDER BY and CASE/IF conditions into the column
-they decide.
+aggregated columns (seed 000's rule), window PARTITION BY / ORDER BY (a ranking function's keys included) and
+CASE/IF conditions into the column they decide. ``COALESCE(a, b)`` is such a conditional: its arguments are
+values (a bare column's a PARTIAL_COPY) and all but the last also decide (``fdr`` condition).
 
 Decisions (documented here because the SQL side must agree):
 
@@ -24,7 +25,9 @@ Decisions (documented here because the SQL side must agree):
   only with ``temp_views=True`` (a session-local name is no Atlas entity by default). Persistent views are
   sources of their own (their lineage is their CREATE VIEW process).
 - In-memory leaves (LocalRelation, LogicalRDD, Range, OneRowRelation) have no stable identity: skipped;
-  their columns simply have no source.
+  their columns simply have no source. A checkpointed DataFrame's LogicalRDD is walked through: the plan it
+  was made from comes in ``facts["checkpoints"]`` (matched by its output exprIds, which the LogicalRDD
+  keeps); without it, a warning (kind ``checkpoint``) says the sources are missing.
 - Process ids: ``process:<16 hex of query_hash>``; the hash is :func:`atlas_bridge.model.query_hash` of the
   SQL text when it is known (so a statement run from a SQL file and from Spark meets), otherwise a hash of
   the write's normalised plan (no exprIds, temp paths, timestamps, in-memory rows) and its target.
@@ -66,7 +69,9 @@ __all__ = [
     "WRITE_COMMANDS",
     "extract_spark_plan_lineage",
     "normalize_uri",
+    "output_expr_ids",
     "plan_signature",
+    "rdd_leaf_outputs",
     "write_priority",
 ]
 
@@ -349,8 +354,13 @@ class _Resolved:
         self.indirect |= other.indirect
 
 
-_EXACT, _MODIFIED, _AGG = 0, 1, 2
-_EFFECTS = {_EXACT: Effect.EXACT_COPY, _MODIFIED: Effect.MODIFIED_COPY, _AGG: Effect.AGGREGATION}
+_EXACT, _PARTIAL, _MODIFIED, _AGG = 0, 1, 2, 3
+_EFFECTS = {
+    _EXACT: Effect.EXACT_COPY,
+    _PARTIAL: Effect.PARTIAL_COPY,
+    _MODIFIED: Effect.MODIFIED_COPY,
+    _AGG: Effect.AGGREGATION,
+}
 
 
 @dataclass
@@ -387,6 +397,10 @@ class _Extractor:
         self.leaf_facts: list[dict[str, Any]] = [
             lf for lf in (facts.get("leaves") or []) if isinstance(lf, dict)
         ]
+        self.checkpoints: list[dict[str, Any]] = [
+            c for c in (facts.get("checkpoints") or []) if isinstance(c, dict)
+        ]
+        self.checkpoint_leaves: dict[tuple[int, ...], list[str]] = {}
 
     def exprs(self, value: Any) -> list[_Node]:
         """Parse an expression field once, so node identities stay stable within one extraction."""
@@ -537,7 +551,39 @@ class _Extractor:
             attrs = [a for a in self.output_attrs(node)]
             self.register_leaf(node, attrs, [ds.id])
             return True
+        if name == "LogicalRDD":
+            self.checkpointed(node)
+            return True
         return name in _IN_MEMORY
+
+    def checkpointed(self, node: _Node) -> None:
+        """A checkpointed DataFrame: its LogicalRDD keeps the output (same exprIds) of the plan it was made
+        from, which the facts may hold (the hook remembers the plans of this session's checkpoints); that
+        plan is walked as if it stood here. Other RDDs (``createDataFrame(rdd)``) have no identity."""
+        ids = [i for i in (_expr_id(a) for a in self.exprs(node.f.get("output"))) if i is not None]
+        done = self.checkpoint_leaves.get(tuple(ids))
+        if done is not None:  # the same checkpoint read twice (a union with itself): walked once
+            self.leaf_datasets[id(node)] = done
+            return
+        for entry in self.checkpoints:
+            if entry.get("exprIds") != ids or not isinstance(entry.get("plan"), str):
+                continue
+            try:
+                sub = _parse(json.loads(entry["plan"]))
+            except (ValueError, TypeError, KeyError, AttributeError):
+                break
+            self.leaf_facts.extend(lf for lf in (entry.get("leaves") or []) if isinstance(lf, dict))
+            self.checkpoints.extend(c for c in (entry.get("checkpoints") or []) if isinstance(c, dict))
+            self.checkpoint_leaves[tuple(ids)] = []
+            self.register(sub)
+            self.leaf_datasets[id(node)] = self.checkpoint_leaves[tuple(ids)] = self.leaf_ids_under(sub)
+            return
+        if node.f.get("fromCheckpoint"):
+            self.warn(
+                "a checkpointed DataFrame is read, but the plan it was made from is unknown (checkpointed "
+                "before the hook was installed, or too long ago): the write's sources through it are missing",
+                kind="checkpoint",
+            )
 
     # -- outputs -------------------------------------------------------------------------------------
     def output_attrs(self, node: _Node) -> list[_Node]:
@@ -679,6 +725,9 @@ class _Extractor:
         return res
 
     def resolve_expr(self, e: _Node, ctx: _Node | None) -> _Resolved:
+        coalesce = _coalesce(e)
+        if coalesce is not None:
+            return self.resolve_coalesce(e, coalesce, ctx)
         res = _Resolved()
         local = _local_effect(e)
         transform = None if local == _EXACT else self.render(e)
@@ -721,6 +770,22 @@ class _Extractor:
             if agg_without_inputs:
                 for ds_id in self.leaf_ids_under(ctx):
                     res.indirect.add((_Src(ds_id, PSEUDO_ROWS), ClauseType.SELECT))
+        return res
+
+    def resolve_coalesce(self, e: _Node, coalesce: _Node, ctx: _Node | None) -> _Resolved:
+        """``COALESCE(a, b)`` is the conditional ``CASE WHEN a IS NOT NULL THEN a ELSE b END``: every argument
+        is a value (a bare column's is a partial copy: it gives the rows where it is chosen), and every
+        argument but the last also decides, by its nullness, which one is taken (fdr condition)."""
+        res = _Resolved()
+        text = self.render(e)
+        last = len(coalesce.children) - 1
+        for i, arg in enumerate(coalesce.children):
+            sub = self.resolve_expr(arg, ctx)
+            for src, (rank, _tr) in sub.direct.items():
+                res.add_direct(src, max(rank, _PARTIAL), text)
+                if i < last:
+                    res.indirect.add((src, ClauseType.CONDITION))
+            res.indirect |= sub.indirect
         return res
 
     def ref_resolved(self, ref: _Node) -> _Resolved:
@@ -831,6 +896,17 @@ def _strip(e: _Node) -> _Node:
     return e
 
 
+def _coalesce(e: _Node) -> _Node | None:
+    """The ``Coalesce`` an expression is (``nvl`` / ``ifnull`` hold theirs as their only child), else None."""
+    x = _strip(e)
+    if x.name in _COALESCE_ALIASES and len(x.children) == 1:
+        x = x.children[0]
+    return x if x.name == "Coalesce" and x.children else None
+
+
+_COALESCE_ALIASES = frozenset({"Nvl", "IfNull"})
+
+
 def _local_effect(e: _Node) -> int:
     """EXACT for a bare attribute or a lossless cast of one, AGG if an aggregate is inside, else MODIFIED."""
     if any(n.name in _AGG_CLASSES for n in _walk(e)):
@@ -887,13 +963,25 @@ def _refs(e: _Node) -> Iterator[tuple[_Node | None, str]]:
             for i, c in enumerate(n.children):
                 stack.append((c, "condition" if i == 0 else role))
             continue
-        if name == "WindowSpecDefinition":
+        if name == "WindowSpecDefinition" or name in _RANKING:
+            # a ranking function's children are its window's ORDER BY keys: they order, copy nothing
             for c in n.children:
                 stack.append((c, "window"))
+            continue
+        if name == "Coalesce":
+            # each argument is a value; all but the last also decide (by their nullness) which is taken
+            for i, c in enumerate(n.children):
+                stack.append((c, role))
+                if i < len(n.children) - 1:
+                    stack.append((c, "condition"))
             continue
         for c in n.children:
             stack.append((c, role))
 
+
+_RANKING = frozenset({"Rank", "DenseRank", "PercentRank"})
+"""Ranking functions whose children Spark fills with the window's ORDER BY keys (row_number, ntile and
+cume_dist have none)."""
 
 _BINARY = {
     "Add": "+",
@@ -923,6 +1011,7 @@ _FUNC_NAMES = {
     "RowNumber": "row_number",
     "DenseRank": "dense_rank",
     "Rank": "rank",
+    "NTile": "ntile",
     "Lag": "lag",
     "Lead": "lead",
     "ToPrettyString": "to_pretty_string",
@@ -978,6 +1067,10 @@ def _render(e: _Node, inline: Any) -> str:
             inner = "*"
         distinct = "DISTINCT " if e.f.get("isDistinct") else ""
         return f"{_FUNC_NAMES.get(fn.name, _snake(fn.name))}({distinct}{inner})"
+    if name in _COALESCE_ALIASES and len(kids) == 1 and kids[0].name == "Coalesce":
+        return f"{_snake(name)}({', '.join(_render(k, inline) for k in kids[0].children)})"
+    if name in _RANKING:
+        return f"{_FUNC_NAMES.get(name, _snake(name))}()"  # its children repeat the window's ORDER BY
     if name == "WindowExpression" and len(kids) == 2:
         return f"{_render(kids[0], inline)} OVER ({_render(kids[1], inline)})"
     if name == "WindowSpecDefinition":
@@ -1259,6 +1352,34 @@ def plan_identity(
     except (ValueError, TypeError, KeyError, AttributeError):
         w = None
     return signature, (w.target.id if w is not None and w.target is not None else None)
+
+
+def output_expr_ids(plan: str | list[dict[str, Any]]) -> tuple[int, ...]:
+    """The exprIds of a query plan's output, in order (a checkpoint's LogicalRDD keeps them); () if none."""
+    try:
+        items = json.loads(plan) if isinstance(plan, str) else plan
+        root = _parse(items)
+    except (ValueError, TypeError, KeyError, AttributeError):
+        return ()
+    ids = [_expr_id(a) for a in _Extractor({}, temp_views=True).output_attrs(root)]
+    return tuple(i for i in ids if i is not None)
+
+
+def rdd_leaf_outputs(items: list[dict[str, Any]]) -> list[tuple[int, ...]]:
+    """The output exprIds of each LogicalRDD leaf in a plan, nested plans (a CTAS's query) included."""
+    out: list[tuple[int, ...]] = []
+    stack: list[Any] = [items]
+    while stack:
+        value = stack.pop()
+        if isinstance(value, list):
+            stack.extend(value)
+        elif isinstance(value, dict):
+            if str(value.get("class", "")).endswith(".LogicalRDD"):
+                ids = [_expr_id(a) for a in _exprs(value.get("output"))]
+                out.append(tuple(i for i in ids if i is not None))
+            else:
+                stack.extend(v for v in value.values() if isinstance(v, (list, dict)))
+    return out
 
 
 def plan_signature(plan: str | list[dict[str, Any]]) -> str | None:

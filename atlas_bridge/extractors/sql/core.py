@@ -104,6 +104,9 @@ class Ref:
     """An fdr into the output column from this clause (e.g. an aggregate's FILTER condition)."""
     window_agg: bool = False
     """An argument of a window aggregate (``SUM(x) OVER (...)``): a value, effect AGGREGATION."""
+    partial: bool = False
+    """A bare column argument of ``COALESCE``: a copy for the rows it is chosen in (PARTIAL_COPY when the
+    output is the COALESCE itself)."""
 
 
 class QueryResult:
@@ -780,7 +783,7 @@ class StatementContext:
                 elif ref.orphan:
                     effect = Effect.AMBIGUOUS
                 else:
-                    effect = Effect.EXACT_COPY if exact else Effect.MODIFIED_COPY
+                    effect = value_effect(ref, expr)
                 self.graph.add(
                     FDD,
                     ref.key,
@@ -1259,6 +1262,9 @@ class StatementContext:
                     ref.clause = ClauseType.CONDITION
                 out.extend(cond)
                 continue
+            elif kind is _COALESCE:
+                self._coalesce(cast(exp.Func, node), scope, out, lateral, agg, window, bound, filter_context)
+                continue
             elif kind is _LAMBDA:
                 names = frozenset(e.name.lower() for e in node.expressions)
                 stack.append((node.this, agg, window, func, bound | names, False))
@@ -1274,6 +1280,45 @@ class StatementContext:
                             stack.append((child, agg, window, func, bound, filter_context))
                 elif isinstance(value, _EXPR) and _NODE_KINDS.get(type(value)) is not _LEAF:
                     stack.append((value, agg, window, func, bound, filter_context))
+
+    def _coalesce(
+        self,
+        node: exp.Func,
+        scope: Scope,
+        out: list[Ref],
+        lateral: Mapping[str, list[Ref]] | None,
+        agg: bool,
+        window: bool,
+        bound: frozenset[str],
+        filter_context: bool,
+    ) -> None:
+        """``COALESCE(a, b)`` (NVL, IFNULL) is the conditional ``CASE WHEN a IS NOT NULL THEN a ELSE b END``:
+        every argument is a value, and every argument but the last also decides by its nullness which one
+        is taken (an fdr, clause condition), as the Spark hook reads it."""
+        args = [a for a in (node.this, *node.expressions) if isinstance(a, exp.Expr)]
+        for i, arg in enumerate(args):
+            values: list[Ref] = []
+            self._collect(
+                arg,
+                scope,
+                values,
+                lateral=lateral,
+                agg=agg,
+                window=window,
+                func="COALESCE",
+                bound=bound,
+                filter_context=filter_context,
+            )
+            bare = isinstance(arg.unnest(), exp.Column)
+            for ref in values:
+                ref.partial = bare
+            out.extend(values)
+            if i < len(args) - 1:
+                out.extend(
+                    Ref(r.key, r.span, func="COALESCE", orphan=r.orphan, clause=ClauseType.CONDITION)
+                    for r in values
+                    if not (r.window or r.rows or r.count_star or r.agg or r.clause is not None)
+                )
 
     def _window(
         self,
@@ -1604,6 +1649,16 @@ def _refers_to_itself(body: exp.Expr, name: str) -> bool:
     return any(not t.db and t.name.lower() == low for t in body.find_all(exp.Table))
 
 
+def value_effect(ref: Ref, expr: exp.Expr) -> Effect:
+    """The effect of a value flowing from ``ref`` into an output computed by ``expr`` (not an aggregate):
+    a bare column is copied, a bare argument of the output's own COALESCE partly copied, else modified."""
+    if isinstance(expr, exp.Column):
+        return Effect.EXACT_COPY
+    if ref.partial and isinstance(expr.unnest(), exp.Coalesce):
+        return Effect.PARTIAL_COPY
+    return Effect.MODIFIED_COPY
+
+
 def _counts_rows(count: exp.Count) -> bool:
     """COUNT(*) / COUNT() / COUNT(1): counts rows, fed by PseudoRows rather than by a column (a non-null
     literal is never skipped, so ``COUNT(1)`` and ``COUNT('x')`` count every row as ``COUNT(*)`` does)."""
@@ -1613,7 +1668,7 @@ def _counts_rows(count: exp.Count) -> bool:
 _WalkItem = tuple[exp.Expr, bool, bool, str | None, frozenset[str], bool]
 """An expression on _collect's stack and its context: agg, window, func, bound names, filter context."""
 
-_COLUMN, _QUERY, _WINDOW, _AGG, _FUNC, _FILTER, _LAMBDA, _LEAF, _OTHER = (
+_COLUMN, _QUERY, _WINDOW, _AGG, _FUNC, _FILTER, _LAMBDA, _LEAF, _OTHER, _COALESCE = (
     "column",
     "query",
     "window",
@@ -1623,6 +1678,7 @@ _COLUMN, _QUERY, _WINDOW, _AGG, _FUNC, _FILTER, _LAMBDA, _LEAF, _OTHER = (
     "lambda",
     "leaf",
     "other",
+    "coalesce",
 )
 _NODE_KINDS: dict[type, str] = {}
 """What :meth:`StatementContext._collect` does with a node, by its class: one dict lookup per node in
@@ -1636,6 +1692,8 @@ def _node_kind(cls: type) -> str:
         kind = _QUERY
     elif issubclass(cls, exp.Window):
         kind = _WINDOW
+    elif issubclass(cls, exp.Coalesce):
+        kind = _COALESCE
     elif issubclass(cls, exp.AggFunc):
         kind = _AGG
     elif issubclass(cls, exp.Func):

@@ -18,7 +18,15 @@ from sqlglot.errors import SqlglotError
 
 from atlas_bridge.extractors.sql import statements
 from atlas_bridge.extractors.sql.builder import DatasetBuilder
-from atlas_bridge.extractors.sql.core import QueryResult, Ref, Scope, Source, StatementContext, UnsupportedSQL
+from atlas_bridge.extractors.sql.core import (
+    QueryResult,
+    Ref,
+    Scope,
+    Source,
+    StatementContext,
+    UnsupportedSQL,
+    value_effect,
+)
 from atlas_bridge.extractors.sql.registry import find_handler, handler
 from atlas_bridge.extractors.sql.split import shift_tokens
 from atlas_bridge.model import ClauseType, Effect, RelationType
@@ -60,8 +68,9 @@ def _feed(
                     function="COUNT",
                 )
             continue
-        if ref.window:
-            ctx.graph.add(FDR, ref.key, target, clause_type=ClauseType.WINDOW, span=ref.span)
+        if ref.window or ref.clause is not None:
+            clause = ref.clause or ClauseType.WINDOW
+            ctx.graph.add(FDR, ref.key, target, clause_type=clause, span=ref.span)
             continue
         if ref.rows:
             ctx.graph.add(FDR, ref.key, target, clause_type=ClauseType.SELECT)
@@ -71,7 +80,7 @@ def _feed(
         elif ref.orphan:
             effect = Effect.AMBIGUOUS
         else:
-            effect = Effect.EXACT_COPY if exact else Effect.MODIFIED_COPY
+            effect = value_effect(ref, expr)
         ctx.graph.add(
             FDD, ref.key, target, effect=effect, transform=transform, function=ref.func, span=ref.span
         )
