@@ -176,8 +176,8 @@ def test_insert_into_and_insert_overwrite(hooked: Hooked) -> None:
     inputs = hooked.table_inputs(f"default.tgt@{NS}")
     assert len(inputs) == 2  # two statements, two processes
     assert set(map(frozenset, inputs.values())) == {frozenset({f"default.src@{NS}"})}
-    types = {e["attributes"]["name"] for e in hooked.stub.active_entities("atlas_bridge_process")}
-    assert types == {"Insert into default.tgt", "Insert overwrite default.tgt"}
+    names = {e["attributes"]["name"] for e in hooked.stub.active_entities("atlas_bridge_process")}
+    assert names == {"tgt: insert from default.src", "tgt: insert overwrite from default.src"}
     tag = hooked.column_inputs(f"default.tgt.tag@{NS}")
     assert tag["DIRECT"] == {"default.src.tag", "default.src.cust"}
     assert tag["INDIRECT"] == {"default.src.amount"}  # only the first statement filters
