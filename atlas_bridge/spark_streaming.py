@@ -300,6 +300,7 @@ class StreamTracker:
         self._log_problems(result.problems)
         if result.lineage.processes:
             run.lineages[("stream", "")] = result.lineage
+            self.stats.processes += len(result.lineage.processes)
         run.last_sent = time.monotonic()
         self._send_run(run)
 
@@ -356,6 +357,7 @@ class StreamTracker:
             return True
         run.lineages[key] = result.lineage
         if result.lineage.processes:
+            self.stats.processes += len(result.lineage.processes)
             self._send(run, result.lineage)
         return True
 
@@ -385,8 +387,6 @@ class StreamTracker:
             sink.emit(batch)
             handle.stats.batches += 1
         self.stats.executions += len(lineage.processes)
-        if run.status == "RUNNING" and run.batches == 0:
-            self.stats.processes += len(lineage.processes)
 
     def _log_problems(self, problems: Any) -> None:
         for p in problems:

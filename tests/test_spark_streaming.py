@@ -84,7 +84,9 @@ def _path_qn(p: Path) -> str:
     return f"{p}@{NS}"
 
 
-def test_file_stream_into_a_file_sink_is_one_process_with_column_lineage(hooked: Hooked, tmp_path: Path) -> None:
+def test_file_stream_into_a_file_sink_is_one_process_with_column_lineage(
+    hooked: Hooked, tmp_path: Path
+) -> None:
     src, out = tmp_path / "in", tmp_path / "out_files"
     schema = _files(hooked.spark, src, 3)
     q = (
@@ -193,7 +195,9 @@ def test_foreach_batch_writes_are_linked_to_the_stream_sources_once(hooked: Hook
     assert hooked.handle.streaming.stats.batch_writes == 3
 
 
-def test_a_failing_stream_is_a_failed_run_and_the_failure_is_the_jobs_own(hooked: Hooked, tmp_path: Path) -> None:
+def test_a_failing_stream_is_a_failed_run_and_the_failure_is_the_jobs_own(
+    hooked: Hooked, tmp_path: Path
+) -> None:
     from pyspark.errors import StreamingQueryException
 
     spark = hooked.spark
