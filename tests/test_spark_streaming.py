@@ -21,6 +21,8 @@ from atlas_bridge.config import Settings
 from atlas_bridge.spark import SparkHookHandle, install, uninstall
 
 NS = "test"
+_WAIT_S = 900
+"""The most a stream may take to read its few files and end (a loaded machine is slow, never this slow)."""
 pytestmark = pytest.mark.spark
 
 
@@ -101,7 +103,7 @@ def test_file_stream_into_a_file_sink_is_one_process_with_column_lineage(
         .trigger(availableNow=True)
         .start()
     )
-    q.awaitTermination(120)
+    assert q.awaitTermination(_WAIT_S)  # ended by itself (availableNow)
     hooked.flush()
     procs = hooked.names("atlas_bridge_process")
     assert procs == [f"STREAMING_APPEND:{_path_qn(src)}->{_path_qn(out)}"]
@@ -140,7 +142,7 @@ def test_table_stream_into_a_table_and_restart_from_checkpoint_is_the_same_proce
             .trigger(availableNow=True)
             .toTable("st_dst")
         )
-        q.awaitTermination(120)
+        assert q.awaitTermination(_WAIT_S)  # ended by itself (availableNow)
 
     run_once()
     spark.sql("INSERT INTO st_src VALUES (3, 'c')")
@@ -168,6 +170,7 @@ def test_foreach_batch_writes_are_linked_to_the_stream_sources_once(hooked: Hook
         df.selectExpr("id", "uname").write.insertInto("fb_dst")
         calls.append(batch_id)
 
+    hooked.flush()  # the set-up's own writes sent first
     before = len(hooked.stub.requests_to("POST", "/entity/bulk"))
     q = (
         spark.readStream.schema(schema)
@@ -179,7 +182,7 @@ def test_foreach_batch_writes_are_linked_to_the_stream_sources_once(hooked: Hook
         .trigger(availableNow=True)
         .start()
     )
-    q.awaitTermination(120)
+    assert q.awaitTermination(_WAIT_S)  # ended by itself (availableNow)
     hooked.flush()
     assert len(calls) == 3
     qn = f"INSERT:{_path_qn(src)}->default.fb_dst@{NS}"
@@ -214,7 +217,7 @@ def test_a_failing_stream_is_a_failed_run_and_the_failure_is_the_jobs_own(
         .start()
     )
     with pytest.raises(StreamingQueryException):
-        q.awaitTermination(120)
+        assert q.awaitTermination(_WAIT_S)  # ended by itself (availableNow)
     hooked.flush()
     assert hooked.names("atlas_bridge_process") == [f"STREAMING_APPEND:{_path_qn(src)}->{_path_qn(out)}"]
     (run,) = hooked.executions()
