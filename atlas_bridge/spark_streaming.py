@@ -305,7 +305,7 @@ class StreamTracker:
         self._send_run(run)
 
     @staticmethod
-    def _initialized(reader: Any, jquery: Any, timeout: float = 10.0) -> bool:
+    def _initialized(reader: Any, jquery: Any, timeout: float = 30.0) -> bool:
         """Wait (bounded) until the query's thread has built its plan: ``logicalPlan`` is a lazy value the
         query's thread must initialise itself (in its own session and conf); touched from here first, it
         fails or is built in the wrong context. Usually true at once: ``start()`` has returned by then."""
