@@ -338,7 +338,9 @@ class StreamTracker:
         from atlas_bridge.extractors.spark_stream import extract_foreach_batch_lineage
 
         _sig, target = plan_identity(item.plan_json, item.facts)
-        key = (item.root, target or "")
+        # One process per written dataset and run: the 2-3 events of one statement (saveAsTable: the
+        # insert, then the command that names the table) and every later batch's write are known already.
+        key = ("write", target) if target else (item.root, "")
         self.stats.batch_writes += 1
         if key in run.lineages:
             return True  # known for this run: nothing per batch

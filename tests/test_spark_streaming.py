@@ -241,3 +241,32 @@ def test_rate_into_memory_and_console_sinks_send_no_dataset(hooked: Hooked) -> N
     stats = hooked.handle.streaming.stats
     assert stats.started == 2
     assert stats.terminated == 2
+
+
+def test_foreach_batch_save_as_table_is_one_process_for_its_table(hooked: Hooked, tmp_path: Path) -> None:
+    spark = hooked.spark
+    spark.sql("DROP TABLE IF EXISTS fb_sat")
+    src = tmp_path / "sat_in"
+    schema = _files(spark, src, 2)
+
+    def per_batch(df: Any, batch_id: int) -> None:
+        df.write.mode("append").saveAsTable("fb_sat")  # batch 0 creates the table, batch 1 appends
+
+    q = (
+        spark.readStream.schema(schema)
+        .option("maxFilesPerTrigger", 1)
+        .parquet(str(src))
+        .writeStream.foreachBatch(per_batch)
+        .option("checkpointLocation", str(tmp_path / "ck_sat"))
+        .trigger(availableNow=True)
+        .start()
+    )
+    assert q.awaitTermination(_WAIT_S)  # ended by itself (availableNow)
+    hooked.flush()
+    table = f"default.fb_sat@{NS}"
+    procs = [
+        p for p in hooked.stub.active_entities("atlas_bridge_process") if table in hooked.refs(p, "outputs")
+    ]
+    assert len(procs) == 1, [p["attributes"]["qualifiedName"] for p in procs]
+    assert hooked.refs(procs[0], "inputs") == {_path_qn(src)}
+    assert spark.table("fb_sat").count() == 6
