@@ -6,6 +6,7 @@ The rules follow the Atlas Hive hook, so our entities line up with what Hive use
   catalog is kept in front (``lower(<catalog>.<db>.<table>)@<namespace>``). The namespace (Atlas's
   ``atlas.metadata.namespace``, the hook's "cluster") is not lower-cased, as in the hook.
 * columns: ``lower(<db>.<table>.<column>)@<namespace>``, i.e. ``.<column>`` inserted before the ``@``.
+* Kafka topics: ``lower(<topic>)@<namespace>``, as Atlas's Kafka bridge names its ``kafka_topic``.
 * paths: their URI, case kept (object keys are case-sensitive). Cluster-local locations (``hdfs://``,
   ``file:``, ``viewfs://``, scheme-less paths) get ``@<namespace>`` like the hook's ``hdfs_path``;
   object-store URIs (``s3://``, ``gs://``, ``abfs://`` ...) are global and stay bare. A path's columns are
@@ -104,6 +105,19 @@ def path_column_qualified_name(path_qn: str, column: str, namespace: str) -> str
     return f"{path_qn}#{column.lower()}"
 
 
+KAFKA_TOPIC = "kafka_topic"
+"""``Dataset.sub_type`` of a Kafka topic (kind STREAM)."""
+
+
+def kafka_topic_qualified_name(topic: str, namespace: str) -> str:
+    """``lower(topic)@namespace``, as Atlas's Kafka bridge names a ``kafka_topic``.
+
+    >>> kafka_topic_qualified_name("Orders", "primary")
+    'orders@primary'
+    """
+    return f"{topic.lower()}@{namespace}"
+
+
 def dataset_qualified_name(ds: Dataset, namespace: str) -> str:
     """The qualifiedName of any dataset of the model.
 
@@ -119,6 +133,8 @@ def dataset_qualified_name(ds: Dataset, namespace: str) -> str:
     """
     if ds.kind in (DatasetKind.PATH, DatasetKind.STAGE) and (ds.uri or ds.kind is DatasetKind.PATH):
         return path_qualified_name(ds.uri or ds.name, namespace)
+    if ds.kind is DatasetKind.STREAM and ds.sub_type == KAFKA_TOPIC:
+        return kafka_topic_qualified_name(ds.name, namespace)
     if ds.kind in (DatasetKind.TABLE, DatasetKind.VIEW, DatasetKind.STREAM, DatasetKind.STAGE):
         return table_qualified_name(ds.db, ds.name, namespace, ds.catalog)
     local = ds.id.split(":", 1)[-1]

@@ -242,6 +242,8 @@ class SparkHookHandle:
         """This session's statements that share a process (``convert.SharedProcesses``)."""
         self.automatic = False
         """Installed by the switch (:mod:`atlas_bridge.spark_auto`), not by a call in the job."""
+        self.streaming: Any = None
+        """Structured Streaming lineage (:class:`atlas_bridge.spark_streaming.StreamTracker`), Spark 3.4+."""
 
     # -- lifecycle -----------------------------------------------------------------------------------
     def _start(self) -> None:
@@ -260,6 +262,9 @@ class SparkHookHandle:
         self._holder = jvm.java.util.ArrayList()
         self._holder.add(self._listener)
         self._invoke_listener_manager("register")
+        from atlas_bridge.spark_streaming import attach
+
+        self.streaming = attach(self, self._spark)
         if not self.settings.synchronous:
             self._worker = threading.Thread(target=self._run, name="atlas-bridge-spark-hook", daemon=True)
             self._worker.start()
@@ -351,6 +356,8 @@ class SparkHookHandle:
                 self._worker.join(_SPOOL_DRAIN_S)
             with contextlib.suppress(Exception):
                 self._invoke_listener_manager("unregister")
+            if self.streaming is not None:
+                self.streaming.close()
             if self._sink is not None:
                 with contextlib.suppress(Exception):
                     self._sink.close()
@@ -506,6 +513,9 @@ class SparkHookHandle:
                 self._safe(lambda: self._emit_pending(force=True))
                 self._safe(functools.partial(self._flush_spool, item.done))
                 continue
+            if callable(item):  # streaming work (atlas_bridge.spark_streaming), in order with the writes
+                self._safe(item)
+                continue
             self._safe(functools.partial(self._handle_item, item))
             self._safe(lambda: self._emit_pending(force=False))
 
@@ -524,6 +534,8 @@ class SparkHookHandle:
                 return
             if isinstance(item, _Item):
                 self._handle_item(item)
+            elif callable(item):
+                item()
             elif isinstance(item, _Flush):
                 item.done.set()
 
@@ -550,6 +562,8 @@ class SparkHookHandle:
             self._remember_checkpoint(item)
             return
         self._materialize(item)
+        if self.streaming is not None and self.streaming.take_batch_write(item):
+            return  # a foreachBatch write: linked to its stream's sources, once per run
         sig, target = plan_identity(item.plan_json, item.facts)
         if sig is None:
             self._emit(item)
@@ -746,6 +760,7 @@ def _read_plan(reader: Any, qe: Any, root: str, *, whole: bool = False) -> tuple
     else:
         paths["json"] = [_PLAN, "toJSON"]
     paths["sql"] = [_PLAN, "origin", "sqlText"]
+    paths["session"] = ["sparkSession", "sessionUUID"]  # a streaming query's own session: foreachBatch
     if root in _DIR_WRITES:
         paths["location"] = [_PLAN, "storage", "locationUri"]
     elif root == "SaveAsV1TableCommand":
@@ -792,6 +807,9 @@ def _read_plan(reader: Any, qe: Any, root: str, *, whole: bool = False) -> tuple
     sql = text("sql")
     if sql:
         facts["sql"] = sql
+    session = text("session")
+    if session:
+        facts["session"] = session
     write: dict[str, Any] = {}
     query_field = "plan" if root == "CreateViewCommand" else "query"
     if insert:

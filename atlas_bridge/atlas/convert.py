@@ -100,6 +100,8 @@ TYPE_COLUMN = "atlas_bridge_column"
 TYPE_PROCESS = "atlas_bridge_process"
 TYPE_COLUMN_LINEAGE = "atlas_bridge_column_lineage"
 TYPE_PROCESS_EXECUTION = "atlas_bridge_process_execution"
+TYPE_KAFKA_TOPIC = "kafka_topic"
+"""Atlas's own Kafka model type (``1070-kafka_model.json``, in every Atlas): a topic has no columns there."""
 
 REL_COLUMNS = "atlas_bridge_dataset_columns"
 REL_COLUMN_LINEAGES = "atlas_bridge_process_column_lineages"
@@ -109,7 +111,7 @@ REL_OUTPUTS = "process_dataset_outputs"
 
 _PSEUDO_NAMES = frozenset({PSEUDO_ROWS.lower(), "relationrows"})
 # When two model datasets land on one qualifiedName, the more specific type wins.
-_TYPE_RANK = {TYPE_VIEW: 0, TYPE_PATH: 1, TYPE_TABLE: 2, TYPE_RESULTSET: 3}
+_TYPE_RANK = {TYPE_VIEW: 0, TYPE_PATH: 1, TYPE_TABLE: 2, TYPE_RESULTSET: 3, TYPE_KAFKA_TOPIC: 4}
 # A process and what it owns (column lineage, executions) share one tier and sort together, as a dataset
 # and its columns do: an owner that lists its children (``columns``, ``columnLineages``) travels in one body
 # with them.
@@ -137,6 +139,12 @@ class RunInfo(BaseModel):
     """Overrides each process's own statement text (e.g. when the run's text is all that is known)."""
     host: str | None = None
     status: str | None = None
+    batches: int | None = None
+    """A streaming query's run: the micro-batches it has run so far."""
+    input_rows: int | None = None
+    """A streaming query's run: the rows its sources gave so far."""
+    message: str | None = None
+    """Why a run failed (the first line of the error)."""
 
 
 class _Ref(NamedTuple):
@@ -178,6 +186,8 @@ def _dataset_type(ds: Dataset, resultsets: bool = False) -> str | None:
     # A view is an atlas_bridge_table with tableType VIRTUAL_VIEW, as Hive's model keeps views as hive_table:
     # a scan that only reads a view cannot tell it from a table, and Atlas matches a qualifiedName within
     # one type and its subtypes, so one type for both is what keeps one entity per name in any scan order.
+    if ds.kind is DatasetKind.STREAM and ds.sub_type == naming.KAFKA_TOPIC:
+        return TYPE_KAFKA_TOPIC
     if ds.kind in (DatasetKind.TABLE, DatasetKind.VIEW, DatasetKind.STREAM):
         return TYPE_TABLE
     if ds.kind in (DatasetKind.PATH, DatasetKind.STAGE):
@@ -328,6 +338,8 @@ class _Builder:
             attrs["name"] = ds.name
             if ds.sub_type:
                 attrs["resultsetType"] = ds.sub_type
+        elif type_name == TYPE_KAFKA_TOPIC:  # as Atlas's Kafka bridge fills it
+            attrs.update(name=ds.name, topic=ds.name, uri=ds.uri or ds.name)
         elif type_name == TYPE_PATH:
             attrs["name"] = ds.name
             attrs["displayName"] = path_display_name(ds)  # its label: the last segment first
@@ -361,7 +373,7 @@ class _Builder:
         self.dataset_type[qn] = entity.type_name
         self.dataset_qn[ds.id] = qn
         for col in ds.columns:
-            if not _is_real(col):
+            if not _is_real(col) or type_name == TYPE_KAFKA_TOPIC:
                 continue
             cqn = self.column_qn(ds.id, col.name)
             key = (TYPE_COLUMN, cqn)
@@ -473,6 +485,9 @@ class _Builder:
             "applicationId": run.application_id,
             "hostName": run.host,
             "status": run.status,
+            "batches": run.batches,
+            "inputRows": run.input_rows,
+            "message": run.message,
         }
         attrs.update({k: v for k, v in optional.items() if v is not None and v != ""})  # one run: no clearing
         refs: dict[str, list[_Ref] | _Ref] = {"process": _Ref(TYPE_PROCESS, pqn, REL_EXECUTIONS)}
@@ -565,6 +580,10 @@ def _build(
     real = {
         d.id: {c.name for c in d.columns if _is_real(c)} for d in e2e.datasets if _dataset_type(d, resultsets)
     }
+    # Datasets whose Atlas type has no columns (a Kafka topic): table-level lineage only.
+    columnless = {d.id for d in e2e.datasets if _dataset_type(d, resultsets) == TYPE_KAFKA_TOPIC}
+    for ds_id in columnless:
+        real[ds_id] = set()
 
     chain = (RelationType.FDD, RelationType.FDR)
     # Table level (graph.table_level's rule) and the real columns each process writes per target.
@@ -607,6 +626,8 @@ def _build(
             continue
         src, tgt = rel.source, rel.target
         if src.dataset_id not in real or tgt.dataset_id not in real:
+            continue
+        if src.dataset_id in columnless or tgt.dataset_id in columnless:
             continue
         if src.column == "*" or tgt.column == "*":
             continue  # no schema known: only the table-level edge is certain
