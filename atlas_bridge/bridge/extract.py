@@ -249,13 +249,23 @@ def extract_partition(
             files, problems = {}, []
         defines: list[LearnedTable] = []
         lookups: dict[TableKey, None] = {}
+        failed = False
         for i, r in enumerate(unit_results(unit, options, schema)):
             _count(files, r, first=i == 0)
             problems.extend(r.problems)
             defines.extend(r.defines)
             lookups.update(dict.fromkeys(r.lookups))
-            with PausedGC():  # conversion builds many objects that all live until the unit is sent
-                records = _unit_records(r, options, namespace, texts, text_sink)
+            if failed:
+                continue
+            try:
+                with PausedGC():  # conversion builds many objects that all live until the unit is sent
+                    records = _unit_records(r, options, namespace, texts, text_sink)
+            except Exception as e:  # one file's lineage that cannot be converted must not end the job
+                logger.exception("conversion of %s failed", unit.file.name)
+                msg = f"internal error: its lineage could not be converted: {e.__class__.__name__}: {e}"
+                problems.append(make_problem(printable(msg, 500), unit.file.name, kind="internal"))
+                failed = True  # its other pieces are not sent either: one problem, no half of a file
+                continue
             yield "unit", records
         if per_unit:
             rank = 0

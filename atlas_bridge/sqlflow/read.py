@@ -46,7 +46,6 @@ from __future__ import annotations
 import bisect
 import contextlib
 import hashlib
-import io
 import json
 import logging
 import re
@@ -174,7 +173,7 @@ _RESULTSET_NAME = re.compile(
 )
 
 _DOUBLED_QUOTES = re.compile(r'=""([^"<>&\n]*)""')
-_COORD_POINT = re.compile(r"\[\s*(-?\d+)\s*,\s*(-?\d+)\s*(?:,\s*([^\],\[]*?)\s*)?\]")
+_COORD_POINT = re.compile(r"\[\s*(-?\d+)\s*,\s*(-?\d+)\s*(?:,([^\],\[]*))?\]")  # linear: no lazy part
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -490,15 +489,17 @@ def _xml_top_elements(data: bytes, file: str | None) -> Iterator[Element]:
     the whole document never exists. A root that is not ``<dlineage>`` is itself the one element."""
     depth = 0
     root: Element | None = None
+    source = _Feed(data)
     with _defused(file):
         events = DefusedET.iterparse(
-            io.BytesIO(data),
+            source,
             events=("start", "end"),
             forbid_dtd=True,
             forbid_entities=True,
             forbid_external=True,
         )
         for event, item in events:
+            source.events += 1
             el: Element = item
             if event == "start":
                 depth += 1
@@ -511,6 +512,31 @@ def _xml_top_elements(data: bytes, file: str | None) -> Iterator[Element]:
             elif depth == 1 and root is not None and _local(root.tag).lower() in _ROOT_TAGS:
                 yield el
                 root.clear()  # the root keeps its children: let them go
+
+
+class _Feed:
+    """The text for ``iterparse``, in chunks that double while a chunk completes no element.
+
+    expat (before 2.6) scans a token cut by the end of a chunk again from its start at every feed: with
+    ``iterparse``'s fixed 16 KB reads, one 16 MB attribute was scanned a thousand times (quadratic). Doubled
+    chunks make that a geometric sum (linear); once elements come again, chunks are small again, so the
+    elements a chunk completes (held until read) stay few.
+    """
+
+    BASE = 64 * 1024
+
+    def __init__(self, data: bytes) -> None:
+        self.data = memoryview(data)
+        self.pos = 0
+        self.size = self.BASE
+        self.events = 1  # the first read is of the base size
+
+    def read(self, _size: int = -1) -> bytes:
+        self.size = self.BASE if self.events else self.size * 2
+        self.events = 0
+        chunk = bytes(self.data[self.pos : self.pos + self.size])
+        self.pos += len(chunk)
+        return chunk
 
 
 def _parse_xml_stream(data: str | bytes, file: str | None) -> _RawDoc | None:
@@ -688,7 +714,7 @@ def _parse_coordinates(value: Any) -> list[_RawSpan]:
     points: list[tuple[int, int, str]] = []
     if isinstance(value, str):
         for m in _COORD_POINT.finditer(value):
-            points.append((int(m.group(1)), int(m.group(2)), (m.group(3) or "0").strip()))
+            points.append((int(m.group(1)), int(m.group(2)), (m.group(3) or "").strip() or "0"))
     elif isinstance(value, list):
         for p in value:
             if isinstance(p, dict) and "x" in p and "y" in p:
@@ -719,8 +745,67 @@ def _parse_json(data: str | bytes, file: str | None) -> _RawDoc:
     except (RecursionError, UnicodeDecodeError) as e:
         msg = f"unreadable SQLFlow JSON: {type(e).__name__}"
         raise UnsafeInputError(msg, file=file) from e
+    escaped = 0
+    if isinstance(data, str):
+        suspect = bool(_MAYBE_SURROGATE.search(data) or _SURROGATE.search(data))
+    else:
+        suspect = bool(_MAYBE_SURROGATE_BYTES.search(data))
+    if suspect:
+        top, escaped = _escape_surrogates(top)
     if _is_v2(top):
-        return _parse_v2(top)
+        doc = _parse_v2(top)
+    else:
+        doc = _parse_json_model(top, file)
+    if escaped:
+        doc.warnings.append(
+            f"{escaped} string(s) held a lone UTF-16 surrogate (valid JSON, but not text that can be "
+            "sent): read with each written as its \\uXXXX escape"
+        )
+    return doc
+
+
+_MAYBE_SURROGATE_TEXT = r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}"
+_MAYBE_SURROGATE = re.compile(_MAYBE_SURROGATE_TEXT)
+_MAYBE_SURROGATE_BYTES = re.compile(_MAYBE_SURROGATE_TEXT.encode())
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _escape_surrogates(top: Any) -> tuple[Any, int]:
+    """The parsed document with every lone surrogate (``"\\ud800"`` is valid JSON; json joins the pairs)
+    written as its escape text, and how many strings held one: such a string cannot be encoded as UTF-8,
+    so it would fail wherever the lineage is sent (a lone surrogate is no character of any name)."""
+    count = 0
+
+    def fix(value: str) -> str:
+        nonlocal count
+        if not _SURROGATE.search(value):
+            return value
+        count += 1
+        return _SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", value)
+
+    def walk(value: Any) -> Any:
+        # iterative: the depth is what json.loads accepted, but a deep walk must not recurse
+        root: list[Any] = [value]
+        stack: list[tuple[list[Any] | dict[str, Any], Any]] = [(root, 0)]
+        while stack:
+            holder, key = stack.pop()
+            item = holder[key]
+            if isinstance(item, str):
+                holder[key] = fix(item)
+            elif isinstance(item, list):
+                stack.extend((item, i) for i in range(len(item)))
+            elif isinstance(item, dict):
+                fixed = {fix(k): v for k, v in item.items()}
+                if len(fixed) != len(item) or any(a is not b for a, b in zip(fixed, item, strict=True)):
+                    item.clear()
+                    item.update(fixed)
+                stack.extend((item, k) for k in item)
+        return root[0]
+
+    return walk(top), count
+
+
+def _parse_json_model(top: Any, file: str | None) -> _RawDoc:
     model = _json_model(top, file)
     doc = _RawDoc()
     dbobjs = model.get("dbobjs")
@@ -1181,25 +1266,31 @@ def split_qualified(name: str) -> list[str]:
     >>> split_qualified('c..t')
     ['c', '', 't']
     """
+    if '"' not in name and "[" not in name and "`" not in name:
+        return name.split(".")
+    # A part: blanks, then a quoted stretch if one opens there, then anything up to the next dot. Found
+    # with str.find (linear, whatever the name: a 16 MB one of quotes and dots alike).
     parts: list[str] = []
-    buf: list[str] = []
-    closing = {'"': '"', "[": "]", "`": "`"}
-    quote: str | None = None
-    for ch in name:
-        if quote is not None:
-            buf.append(ch)
-            if ch == quote:
-                quote = None
-        elif ch in closing and not "".join(buf).strip():
-            quote = closing[ch]
-            buf.append(ch)
-        elif ch == ".":
-            parts.append("".join(buf))
-            buf = []
-        else:
-            buf.append(ch)
-    parts.append("".join(buf))
-    return parts
+    start, n = 0, len(name)
+    while True:
+        i = start
+        while i < n and name[i].isspace():
+            i += 1
+        if i < n and name[i] in _CLOSING:
+            end = name.find(_CLOSING[name[i]], i + 1)
+            if end < 0:
+                parts.append(name[start:])
+                return parts
+            i = end + 1
+        dot = name.find(".", i)
+        if dot < 0:
+            parts.append(name[start:])
+            return parts
+        parts.append(name[start:dot])
+        start = dot + 1
+
+
+_CLOSING = {'"': '"', "[": "]", "`": "`"}
 
 
 def qualify(name: str, schema: str | None, database: str | None) -> tuple[str, str | None, str | None]:
