@@ -27,6 +27,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -183,6 +184,64 @@ def sqlflow_json(statements: int) -> str:
             obj["columns"] = cols
         dbobjs.append(obj)
     return json.dumps({"dbobjs": dbobjs, "relationships": rels}, separators=(",", ":"))
+
+
+SAMPLE = ROOT / "tests" / "data" / "sqlflow" / "mssql-proc-view-insert.api-result.json"
+"""The shipped SQLFlow REST result without process objects (a procedure, an INSERT ... SELECT, two views, two
+SELECTs; resultsets ``RS-1`` ... ``RS-4``, ``INSERT-SELECT-1``), repeated by :func:`sample_repeated_json`."""
+_SAMPLE_LINES = 60  # the sample's SQL is 57 lines: each copy 60 lines further down
+
+
+def sample_repeated_json(copies: int) -> str:
+    """The shipped sample ``copies`` times in one export, as SQLFlow writes a script of ``copies`` such
+    blocks on tables of their own (``Person.Person_7``): every id renumbered, every coordinate that many
+    lines further down, the resultsets' names unchanged (so each copy's ``RS-1`` is another statement's
+    resultset of the same name, as SQLFlow names them); the procedure is declared once."""
+    top = json.loads(SAMPLE.read_text(encoding="utf-8"))
+    model = top["data"]["sqlflow"]
+    step = 1 + max(int(i) for i in _ids(model))
+    permanent = {o["id"] for o in model["dbobjs"] if o["type"] in ("table", "view")}
+
+    def shift(value: Any, k: int) -> Any:
+        if isinstance(value, dict):
+            out = {}
+            for key, v in value.items():
+                if key in ("id", "parentId", "processId") and isinstance(v, str) and v.isdigit():
+                    out[key] = str(int(v) + k * step)
+                elif key == "x" and isinstance(v, int):
+                    out[key] = v + k * _SAMPLE_LINES
+                elif (
+                    k
+                    and key in ("name", "parentName")
+                    and value.get(key[:-4] + "Id", value.get("id")) in permanent
+                ):
+                    out[key] = f"{v}_{k}"
+                else:
+                    out[key] = shift(v, k)
+            return out
+        if isinstance(value, list):
+            return [shift(v, k) for v in value]
+        return value
+
+    dbobjs, relations, errors = [], [], []
+    for k in range(copies):  # the procedure once: a script creating it twice fails in SQL Server
+        dbobjs.extend(shift([o for o in model["dbobjs"] if k == 0 or o["type"] != "procedure"], k))
+        relations.extend(shift(model["relations"], k))
+        errors.extend(shift(model["errors"], k))
+    body = {"dbvendor": model["dbvendor"], "dbobjs": dbobjs, "relations": relations, "errors": errors}
+    return json.dumps({"code": 200, "data": {"mode": "global", "sqlflow": body}}, separators=(",", ":"))
+
+
+def _ids(value: Any) -> Iterator[str]:
+    if isinstance(value, dict):
+        for key, v in value.items():
+            if key in ("id", "parentId") and isinstance(v, str) and v.isdigit():
+                yield v
+            else:
+                yield from _ids(v)
+    elif isinstance(value, list):
+        for v in value:
+            yield from _ids(v)
 
 
 _SQLFLOW_CHILD = r"""
