@@ -57,8 +57,9 @@ def _coord(line: int, col: int, end: int) -> str:
     return f"[{line},{col},0],[{line},{end},0]"
 
 
-def sqlflow_xml(statements: int) -> str:
-    """A dlineage XML of ``statements`` INSERT ... SELECT: objects first, then processes, then relations."""
+def sqlflow_xml(statements: int, columns: int = _COLS, sources: int = 500) -> str:
+    """A dlineage XML of ``statements`` INSERT ... SELECT of ``columns`` columns from ``sources`` source tables
+    in turn: objects first, then processes, then relations."""
     objects: list[str] = ['<?xml version="1.0" encoding="UTF-8" standalone="yes"?>\n<dlineage>\n']
     rels: list[str] = []
     procs: list[str] = []
@@ -72,10 +73,10 @@ def sqlflow_xml(statements: int) -> str:
     src_cols: dict[int, tuple[int, list[int]]] = {}
     for i in range(statements):
         line = i + 1
-        s = i % 500
+        s = i % sources
         if s not in src_cols:
             tid = new_id()
-            cids = [new_id() for _ in range(_COLS)]
+            cids = [new_id() for _ in range(columns)]
             src_cols[s] = (tid, cids)
             cols = "".join(
                 f'        <column id="{c}" name="col_{k}" coordinate="{_coord(line, 10 + k, 15 + k)}"/>\n'
@@ -87,8 +88,8 @@ def sqlflow_xml(statements: int) -> str:
             )
         sid, scids = src_cols[s]
         pid, tid, rid = new_id(), new_id(), new_id()
-        tcids = [new_id() for _ in range(_COLS)]
-        rcids = [new_id() for _ in range(_COLS)]
+        tcids = [new_id() for _ in range(columns)]
+        rcids = [new_id() for _ in range(columns)]
         procs.append(
             f'    <process id="{pid}" name="Query Insert-{line}" procedureName="batchQueries" '
             f'queryHashId="{i:032x}" type="sstinsert" coordinate="{_coord(line, 1, 90)}"/>\n'
@@ -109,7 +110,7 @@ def sqlflow_xml(statements: int) -> str:
             f'    <resultset id="{rid}" name="INSERT-SELECT-1" type="insert-select" '
             f'coordinate="{_coord(line, 30, 80)}">\n{cols}    </resultset>\n'
         )
-        for k in range(_COLS):
+        for k in range(columns):
             rels.append(
                 f'    <relationship id="{new_id()}" type="fdd" effectType="select">\n'
                 f'        <target id="{rcids[k]}" column="col_{k}" parent_id="{rid}"'
@@ -129,11 +130,11 @@ def sqlflow_xml(statements: int) -> str:
     return "".join(objects) + "".join(procs) + "".join(rels) + "</dlineage>\n"
 
 
-def sqlflow_json(statements: int) -> str:
+def sqlflow_json(statements: int, columns: int = _COLS, sources: int = 500) -> str:
     """The same document as :func:`sqlflow_xml`, as SQLFlow's flat JSON model (dbobjs + relationships)."""
     import xml.etree.ElementTree as ET  # our own generated text: no untrusted input here
 
-    root = ET.fromstring(sqlflow_xml(statements))
+    root = ET.fromstring(sqlflow_xml(statements, columns, sources))
 
     def coords(value: str) -> list[dict[str, Any]]:
         out = []

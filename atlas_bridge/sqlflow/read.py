@@ -1834,6 +1834,8 @@ class _Builder:
             self.datasets[ds_id] = kwargs
             for col in obj.columns:
                 self._add_column(oid, col.id, col.name, col.system, col.spans, col.data_type, col.ext)
+            obj.columns, obj.spans = [], []  # in the model now: the raw ones are let go (memory)
+        self.doc.objects = []
 
     def _column_name(self, oid: str, raw_name: str, system: bool) -> tuple[str, bool]:
         if is_pseudo_rows(raw_name):
