@@ -9,12 +9,21 @@ included, is printed too and taken off before dividing by the input size).
   statement, a process, ``fdd`` relationships source -> resultset -> target), ~6 KB per statement (10,000
   statements = ~60 MB), read the way ``scan`` reads a file (:func:`extract_partition`: extract, collapse,
   convert to entity records, piece by piece). Printed: seconds, peak RSS, bytes per input byte.
+- ``repeat``  the shipped REST result without process objects (``mssql-proc-view-insert``) repeated
+  ``--copies`` / 4, / 2 and once (each copy on tables of its own, its resultsets named as in the sample),
+  as JSON, read as ``scan`` reads it: time and memory must grow linearly (same-named resultsets of
+  different statements were merged: chains grew with the square of the file). Printed: CPU s and peak RSS
+  per MB at each size, and the growth ratios.
+- ``attribute``  a dlineage XML whose one table name is 1, 4 and 16 MB long, read as ``scan`` reads it:
+  CPU s per size (it was quadratic: 16 KB feeds of a token expat scanned again each time).
 - ``script``  one SQL script of ``--script-mb`` MB (TPC-H/TPC-DS statements as CTAS with distinct table
   names) through ``atlas-bridge scan`` on ``local[2]`` (memory delivery) and through ``atlas-bridge
   lineage`` (its default text output, end to end): wall time, peak RSS of the driver and of the Python
   workers, cores used (CPU time / wall time).
 
-Run: ``python benchmarks/big_inputs.py [--only sqlflow|script] [--statements 10000] [--script-mb 5]``.
+Run: ``python benchmarks/big_inputs.py [--only sqlflow|repeat|attribute|script] [--statements 10000]
+[--columns 6] [--copies 1880] [--script-mb 5]``. ``BENCH_CODE=DIR`` runs the children on the code in DIR
+(e.g. main's worktree), for a before/after pair.
 """
 
 from __future__ import annotations
@@ -58,8 +67,8 @@ def _coord(line: int, col: int, end: int) -> str:
 
 
 def sqlflow_xml(statements: int, columns: int = _COLS, sources: int = 500) -> str:
-    """A dlineage XML of ``statements`` INSERT ... SELECT of ``columns`` columns from ``sources`` source tables
-    in turn: objects first, then processes, then relations."""
+    """A dlineage XML of ``statements`` INSERT ... SELECT of ``columns`` columns from ``sources`` source
+    tables in turn: objects first, then processes, then relations."""
     objects: list[str] = ['<?xml version="1.0" encoding="UTF-8" standalone="yes"?>\n<dlineage>\n']
     rels: list[str] = []
     procs: list[str] = []
@@ -275,21 +284,33 @@ print(json.dumps({"s": time.perf_counter() - t0, "cpu_s": time.process_time() - 
 """
 
 
-def _child(code: str, *args: str, timeout: float = 1800) -> dict[str, Any]:
+def _child(code: str, *args: str, timeout: float = 3600) -> dict[str, Any]:
+    env = dict(os.environ)
+    if os.environ.get("BENCH_CODE"):  # the code under test: another checkout's package first
+        env["PYTHONPATH"] = os.environ["BENCH_CODE"]
     out = subprocess.run(
-        [sys.executable, "-c", code, *args], capture_output=True, text=True, timeout=timeout, check=False
+        [sys.executable, "-c", code, *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+        env=env,
     )
     if out.returncode != 0:
         raise SystemExit(f"child failed ({out.returncode}):\n{out.stderr[-3000:]}")
     return dict(json.loads(out.stdout.strip().splitlines()[-1]))
 
 
-def bench_sqlflow(statements: int, tmp: Path) -> bool:
+def bench_sqlflow(statements: int, tmp: Path, columns: int = _COLS) -> bool:
     ok = True
-    print(f"sqlflow: {statements} INSERT ... SELECT statements, read as scan reads a file")
+    print(
+        f"sqlflow: {statements} INSERT ... SELECT statements of {columns} column(s), "
+        "read as scan reads a file"
+    )
     for fmt, make, n in (("xml", sqlflow_xml, statements), ("json", sqlflow_json, statements * 2 // 3)):
         path = tmp / f"big.{fmt}"
-        path.write_text(make(n), encoding="utf-8")  # JSON: about the XML's size, under the 64 MB limit
+        sources = 500 if columns == _COLS else n  # few columns: tables of their own (many small objects)
+        path.write_text(make(n, columns, sources), encoding="utf-8")  # JSON: about the XML's size
         size = path.stat().st_size
         r = _child(_SQLFLOW_CHILD, str(path))
         grown = (r["peak_kb"] - r["start_kb"]) * 1024
@@ -307,6 +328,62 @@ def bench_sqlflow(statements: int, tmp: Path) -> bool:
         )
         path.unlink()
     return ok
+
+
+def bench_repeat(copies: int, tmp: Path) -> bool:
+    """The sample without processes at three sizes: CPU and memory per MB must stay flat (linear)."""
+    print(
+        f"repeat: {SAMPLE.name} repeated {copies // 4} / {copies // 2} / {copies} times, "
+        "read as scan reads it"
+    )
+    rows = []
+    for n in (copies // 4, copies // 2, copies):
+        path = tmp / "repeat.json"
+        path.write_text(sample_repeated_json(n), encoding="utf-8")
+        size = path.stat().st_size
+        r = _child(_SQLFLOW_CHILD, str(path))
+        grown = (r["peak_kb"] - r["start_kb"]) * 1024
+        rows.append((size, r["cpu_s"], grown))
+        print(
+            f"  {n:6} copies {size / 1e6:6.1f} MB: {r['s']:7.1f} s wall, {r['cpu_s']:7.1f} s CPU "
+            f"({r['cpu_s'] / (size / 1e6):.3f} CPU s/MB); peak RSS {r['peak_kb'] / 1024:6.0f} MB "
+            f"= {grown / size:5.1f} B per input byte; {r['relations']} relations, {r['statements']} processes"
+        )
+        path.unlink()
+    (s0, c0, m0), (s2, c2, m2) = rows[0], rows[-1]
+    cpu_growth, mem_growth = (c2 / c0) / (s2 / s0), (m2 / m0) / (s2 / s0)
+    good = cpu_growth <= 1.5 and mem_growth <= 1.5 and m2 / s2 <= SQLFLOW_BYTES_PER_INPUT_BYTE["json"]
+    print(
+        f"  {s2 / s0:.1f}x the input: {c2 / c0:.2f}x the CPU, {m2 / m0:.2f}x the memory (per byte: "
+        f"{cpu_growth:.2f}x / {mem_growth:.2f}x; linear is 1, quadratic {s2 / s0:.0f})  "
+        f"{'ok' if good else 'NOT LINEAR OR OVER BUDGET'}"
+    )
+    return good
+
+
+def bench_attribute(tmp: Path) -> bool:
+    """One huge attribute (a table name) at 1, 4 and 16 MB: CPU per MB must stay flat."""
+    print("attribute: a dlineage XML with one table name of 1 / 4 / 16 MB, read as scan reads it")
+    rows = []
+    for mb in (1, 4, 16):
+        path = tmp / "attribute.xml"
+        name = "n" * (mb << 20)
+        path.write_text(
+            f'<dlineage><table id="1" name="{name}"><column id="2" name="a"/></table></dlineage>',
+            encoding="utf-8",
+        )
+        r = _child(_SQLFLOW_CHILD, str(path))
+        rows.append((mb, r["cpu_s"]))
+        print(f"  {mb:3} MB: {r['cpu_s']:7.2f} s CPU ({r['cpu_s'] / mb:.3f} s per MB), {r['s']:7.2f} s wall")
+        path.unlink()
+    growth = rows[-1][1] / max(rows[0][1], 1e-9) / 16
+    good = growth <= 2.0
+    print(
+        f"  16x the attribute: {rows[-1][1] / max(rows[0][1], 1e-9):.1f}x the CPU "
+        "(linear 16, quadratic 256)  "
+        f"{'ok' if good else 'NOT LINEAR'}"
+    )
+    return good
 
 
 def big_script(mb: float) -> tuple[str, int]:
@@ -418,14 +495,24 @@ def _bench_scan(path: Path, statements: int) -> bool:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--only", choices=["sqlflow", "script", "lineage"], help="lineage: the script's part 2")
+    ap.add_argument(
+        "--only",
+        choices=["sqlflow", "repeat", "attribute", "script", "lineage"],
+        help="lineage: the script's part 2",
+    )
     ap.add_argument("--statements", type=int, default=10_000, help="SQLFlow statements (10,000 = ~60 MB)")
+    ap.add_argument("--columns", type=int, default=_COLS, help="columns per SQLFlow statement")
+    ap.add_argument("--copies", type=int, default=1880, help="copies of the sample (1,880 = ~53 MB)")
     ap.add_argument("--script-mb", type=float, default=5.0)
     args = ap.parse_args()
     ok = True
     with tempfile.TemporaryDirectory(prefix="big_inputs_") as tmp:
         if args.only in (None, "sqlflow"):
-            ok &= bench_sqlflow(args.statements, Path(tmp))
+            ok &= bench_sqlflow(args.statements, Path(tmp), args.columns)
+        if args.only in (None, "repeat"):
+            ok &= bench_repeat(args.copies, Path(tmp))
+        if args.only in (None, "attribute"):
+            ok &= bench_attribute(Path(tmp))
         if args.only in (None, "script", "lineage"):
             ok &= bench_script(args.script_mb, Path(tmp), scan=args.only != "lineage")
     sys.exit(0 if ok else 1)
