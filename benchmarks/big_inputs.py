@@ -9,12 +9,21 @@ included, is printed too and taken off before dividing by the input size).
   statement, a process, ``fdd`` relationships source -> resultset -> target), ~6 KB per statement (10,000
   statements = ~60 MB), read the way ``scan`` reads a file (:func:`extract_partition`: extract, collapse,
   convert to entity records, piece by piece). Printed: seconds, peak RSS, bytes per input byte.
+- ``repeat``  the shipped REST result without process objects (``mssql-proc-view-insert``) repeated
+  ``--copies`` / 4, / 2 and once (each copy on tables of its own, its resultsets named as in the sample),
+  as JSON, read as ``scan`` reads it: time and memory must grow linearly (same-named resultsets of
+  different statements were merged: chains grew with the square of the file). Printed: CPU s and peak RSS
+  per MB at each size, and the growth ratios.
+- ``attribute``  a dlineage XML whose one table name is 1, 4 and 16 MB long, read as ``scan`` reads it:
+  CPU s per size (it was quadratic: 16 KB feeds of a token expat scanned again each time).
 - ``script``  one SQL script of ``--script-mb`` MB (TPC-H/TPC-DS statements as CTAS with distinct table
   names) through ``atlas-bridge scan`` on ``local[2]`` (memory delivery) and through ``atlas-bridge
   lineage`` (its default text output, end to end): wall time, peak RSS of the driver and of the Python
   workers, cores used (CPU time / wall time).
 
-Run: ``python benchmarks/big_inputs.py [--only sqlflow|script] [--statements 10000] [--script-mb 5]``.
+Run: ``python benchmarks/big_inputs.py [--only sqlflow|repeat|attribute|script] [--statements 10000]
+[--columns 6] [--copies 1880] [--script-mb 5]``. ``BENCH_CODE=DIR`` runs the children on the code in DIR
+(e.g. main's worktree), for a before/after pair.
 """
 
 from __future__ import annotations
@@ -27,6 +36,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -56,8 +66,9 @@ def _coord(line: int, col: int, end: int) -> str:
     return f"[{line},{col},0],[{line},{end},0]"
 
 
-def sqlflow_xml(statements: int) -> str:
-    """A dlineage XML of ``statements`` INSERT ... SELECT: objects first, then processes, then relations."""
+def sqlflow_xml(statements: int, columns: int = _COLS, sources: int = 500) -> str:
+    """A dlineage XML of ``statements`` INSERT ... SELECT of ``columns`` columns from ``sources`` source
+    tables in turn: objects first, then processes, then relations."""
     objects: list[str] = ['<?xml version="1.0" encoding="UTF-8" standalone="yes"?>\n<dlineage>\n']
     rels: list[str] = []
     procs: list[str] = []
@@ -71,10 +82,10 @@ def sqlflow_xml(statements: int) -> str:
     src_cols: dict[int, tuple[int, list[int]]] = {}
     for i in range(statements):
         line = i + 1
-        s = i % 500
+        s = i % sources
         if s not in src_cols:
             tid = new_id()
-            cids = [new_id() for _ in range(_COLS)]
+            cids = [new_id() for _ in range(columns)]
             src_cols[s] = (tid, cids)
             cols = "".join(
                 f'        <column id="{c}" name="col_{k}" coordinate="{_coord(line, 10 + k, 15 + k)}"/>\n'
@@ -86,8 +97,8 @@ def sqlflow_xml(statements: int) -> str:
             )
         sid, scids = src_cols[s]
         pid, tid, rid = new_id(), new_id(), new_id()
-        tcids = [new_id() for _ in range(_COLS)]
-        rcids = [new_id() for _ in range(_COLS)]
+        tcids = [new_id() for _ in range(columns)]
+        rcids = [new_id() for _ in range(columns)]
         procs.append(
             f'    <process id="{pid}" name="Query Insert-{line}" procedureName="batchQueries" '
             f'queryHashId="{i:032x}" type="sstinsert" coordinate="{_coord(line, 1, 90)}"/>\n'
@@ -108,7 +119,7 @@ def sqlflow_xml(statements: int) -> str:
             f'    <resultset id="{rid}" name="INSERT-SELECT-1" type="insert-select" '
             f'coordinate="{_coord(line, 30, 80)}">\n{cols}    </resultset>\n'
         )
-        for k in range(_COLS):
+        for k in range(columns):
             rels.append(
                 f'    <relationship id="{new_id()}" type="fdd" effectType="select">\n'
                 f'        <target id="{rcids[k]}" column="col_{k}" parent_id="{rid}"'
@@ -128,11 +139,11 @@ def sqlflow_xml(statements: int) -> str:
     return "".join(objects) + "".join(procs) + "".join(rels) + "</dlineage>\n"
 
 
-def sqlflow_json(statements: int) -> str:
+def sqlflow_json(statements: int, columns: int = _COLS, sources: int = 500) -> str:
     """The same document as :func:`sqlflow_xml`, as SQLFlow's flat JSON model (dbobjs + relationships)."""
     import xml.etree.ElementTree as ET  # our own generated text: no untrusted input here
 
-    root = ET.fromstring(sqlflow_xml(statements))
+    root = ET.fromstring(sqlflow_xml(statements, columns, sources))
 
     def coords(value: str) -> list[dict[str, Any]]:
         out = []
@@ -185,6 +196,64 @@ def sqlflow_json(statements: int) -> str:
     return json.dumps({"dbobjs": dbobjs, "relationships": rels}, separators=(",", ":"))
 
 
+SAMPLE = ROOT / "tests" / "data" / "sqlflow" / "mssql-proc-view-insert.api-result.json"
+"""The shipped SQLFlow REST result without process objects (a procedure, an INSERT ... SELECT, two views, two
+SELECTs; resultsets ``RS-1`` ... ``RS-4``, ``INSERT-SELECT-1``), repeated by :func:`sample_repeated_json`."""
+_SAMPLE_LINES = 60  # the sample's SQL is 57 lines: each copy 60 lines further down
+
+
+def sample_repeated_json(copies: int) -> str:
+    """The shipped sample ``copies`` times in one export, as SQLFlow writes a script of ``copies`` such
+    blocks on tables of their own (``Person.Person_7``): every id renumbered, every coordinate that many
+    lines further down, the resultsets' names unchanged (so each copy's ``RS-1`` is another statement's
+    resultset of the same name, as SQLFlow names them); the procedure is declared once."""
+    top = json.loads(SAMPLE.read_text(encoding="utf-8"))
+    model = top["data"]["sqlflow"]
+    step = 1 + max(int(i) for i in _ids(model))
+    permanent = {o["id"] for o in model["dbobjs"] if o["type"] in ("table", "view")}
+
+    def shift(value: Any, k: int) -> Any:
+        if isinstance(value, dict):
+            out = {}
+            for key, v in value.items():
+                if key in ("id", "parentId", "processId") and isinstance(v, str) and v.isdigit():
+                    out[key] = str(int(v) + k * step)
+                elif key == "x" and isinstance(v, int):
+                    out[key] = v + k * _SAMPLE_LINES
+                elif (
+                    k
+                    and key in ("name", "parentName")
+                    and value.get(key[:-4] + "Id", value.get("id")) in permanent
+                ):
+                    out[key] = f"{v}_{k}"
+                else:
+                    out[key] = shift(v, k)
+            return out
+        if isinstance(value, list):
+            return [shift(v, k) for v in value]
+        return value
+
+    dbobjs, relations, errors = [], [], []
+    for k in range(copies):  # the procedure once: a script creating it twice fails in SQL Server
+        dbobjs.extend(shift([o for o in model["dbobjs"] if k == 0 or o["type"] != "procedure"], k))
+        relations.extend(shift(model["relations"], k))
+        errors.extend(shift(model["errors"], k))
+    body = {"dbvendor": model["dbvendor"], "dbobjs": dbobjs, "relations": relations, "errors": errors}
+    return json.dumps({"code": 200, "data": {"mode": "global", "sqlflow": body}}, separators=(",", ":"))
+
+
+def _ids(value: Any) -> Iterator[str]:
+    if isinstance(value, dict):
+        for key, v in value.items():
+            if key in ("id", "parentId") and isinstance(v, str) and v.isdigit():
+                yield v
+            else:
+                yield from _ids(v)
+    elif isinstance(value, list):
+        for v in value:
+            yield from _ids(v)
+
+
 _SQLFLOW_CHILD = r"""
 def vmhwm_kb():
     for line in open("/proc/self/status"):
@@ -215,21 +284,33 @@ print(json.dumps({"s": time.perf_counter() - t0, "cpu_s": time.process_time() - 
 """
 
 
-def _child(code: str, *args: str, timeout: float = 1800) -> dict[str, Any]:
+def _child(code: str, *args: str, timeout: float = 3600) -> dict[str, Any]:
+    env = dict(os.environ)
+    if os.environ.get("BENCH_CODE"):  # the code under test: another checkout's package first
+        env["PYTHONPATH"] = os.environ["BENCH_CODE"]
     out = subprocess.run(
-        [sys.executable, "-c", code, *args], capture_output=True, text=True, timeout=timeout, check=False
+        [sys.executable, "-c", code, *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+        env=env,
     )
     if out.returncode != 0:
         raise SystemExit(f"child failed ({out.returncode}):\n{out.stderr[-3000:]}")
     return dict(json.loads(out.stdout.strip().splitlines()[-1]))
 
 
-def bench_sqlflow(statements: int, tmp: Path) -> bool:
+def bench_sqlflow(statements: int, tmp: Path, columns: int = _COLS) -> bool:
     ok = True
-    print(f"sqlflow: {statements} INSERT ... SELECT statements, read as scan reads a file")
+    print(
+        f"sqlflow: {statements} INSERT ... SELECT statements of {columns} column(s), "
+        "read as scan reads a file"
+    )
     for fmt, make, n in (("xml", sqlflow_xml, statements), ("json", sqlflow_json, statements * 2 // 3)):
         path = tmp / f"big.{fmt}"
-        path.write_text(make(n), encoding="utf-8")  # JSON: about the XML's size, under the 64 MB limit
+        sources = 500 if columns == _COLS else n  # few columns: tables of their own (many small objects)
+        path.write_text(make(n, columns, sources), encoding="utf-8")  # JSON: about the XML's size
         size = path.stat().st_size
         r = _child(_SQLFLOW_CHILD, str(path))
         grown = (r["peak_kb"] - r["start_kb"]) * 1024
@@ -247,6 +328,62 @@ def bench_sqlflow(statements: int, tmp: Path) -> bool:
         )
         path.unlink()
     return ok
+
+
+def bench_repeat(copies: int, tmp: Path) -> bool:
+    """The sample without processes at three sizes: CPU and memory per MB must stay flat (linear)."""
+    print(
+        f"repeat: {SAMPLE.name} repeated {copies // 4} / {copies // 2} / {copies} times, "
+        "read as scan reads it"
+    )
+    rows = []
+    for n in (copies // 4, copies // 2, copies):
+        path = tmp / "repeat.json"
+        path.write_text(sample_repeated_json(n), encoding="utf-8")
+        size = path.stat().st_size
+        r = _child(_SQLFLOW_CHILD, str(path))
+        grown = (r["peak_kb"] - r["start_kb"]) * 1024
+        rows.append((size, r["cpu_s"], grown))
+        print(
+            f"  {n:6} copies {size / 1e6:6.1f} MB: {r['s']:7.1f} s wall, {r['cpu_s']:7.1f} s CPU "
+            f"({r['cpu_s'] / (size / 1e6):.3f} CPU s/MB); peak RSS {r['peak_kb'] / 1024:6.0f} MB "
+            f"= {grown / size:5.1f} B per input byte; {r['relations']} relations, {r['statements']} processes"
+        )
+        path.unlink()
+    (s0, c0, m0), (s2, c2, m2) = rows[0], rows[-1]
+    cpu_growth, mem_growth = (c2 / c0) / (s2 / s0), (m2 / m0) / (s2 / s0)
+    good = cpu_growth <= 1.5 and mem_growth <= 1.5 and m2 / s2 <= SQLFLOW_BYTES_PER_INPUT_BYTE["json"]
+    print(
+        f"  {s2 / s0:.1f}x the input: {c2 / c0:.2f}x the CPU, {m2 / m0:.2f}x the memory (per byte: "
+        f"{cpu_growth:.2f}x / {mem_growth:.2f}x; linear is 1, quadratic {s2 / s0:.0f})  "
+        f"{'ok' if good else 'NOT LINEAR OR OVER BUDGET'}"
+    )
+    return good
+
+
+def bench_attribute(tmp: Path) -> bool:
+    """One huge attribute (a table name) at 1, 4 and 16 MB: CPU per MB must stay flat."""
+    print("attribute: a dlineage XML with one table name of 1 / 4 / 16 MB, read as scan reads it")
+    rows = []
+    for mb in (1, 4, 16):
+        path = tmp / "attribute.xml"
+        name = "n" * (mb << 20)
+        path.write_text(
+            f'<dlineage><table id="1" name="{name}"><column id="2" name="a"/></table></dlineage>',
+            encoding="utf-8",
+        )
+        r = _child(_SQLFLOW_CHILD, str(path))
+        rows.append((mb, r["cpu_s"]))
+        print(f"  {mb:3} MB: {r['cpu_s']:7.2f} s CPU ({r['cpu_s'] / mb:.3f} s per MB), {r['s']:7.2f} s wall")
+        path.unlink()
+    growth = rows[-1][1] / max(rows[0][1], 1e-9) / 16
+    good = growth <= 2.0
+    print(
+        f"  16x the attribute: {rows[-1][1] / max(rows[0][1], 1e-9):.1f}x the CPU "
+        "(linear 16, quadratic 256)  "
+        f"{'ok' if good else 'NOT LINEAR'}"
+    )
+    return good
 
 
 def big_script(mb: float) -> tuple[str, int]:
@@ -358,14 +495,24 @@ def _bench_scan(path: Path, statements: int) -> bool:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--only", choices=["sqlflow", "script", "lineage"], help="lineage: the script's part 2")
+    ap.add_argument(
+        "--only",
+        choices=["sqlflow", "repeat", "attribute", "script", "lineage"],
+        help="lineage: the script's part 2",
+    )
     ap.add_argument("--statements", type=int, default=10_000, help="SQLFlow statements (10,000 = ~60 MB)")
+    ap.add_argument("--columns", type=int, default=_COLS, help="columns per SQLFlow statement")
+    ap.add_argument("--copies", type=int, default=1880, help="copies of the sample (1,880 = ~53 MB)")
     ap.add_argument("--script-mb", type=float, default=5.0)
     args = ap.parse_args()
     ok = True
     with tempfile.TemporaryDirectory(prefix="big_inputs_") as tmp:
         if args.only in (None, "sqlflow"):
-            ok &= bench_sqlflow(args.statements, Path(tmp))
+            ok &= bench_sqlflow(args.statements, Path(tmp), args.columns)
+        if args.only in (None, "repeat"):
+            ok &= bench_repeat(args.copies, Path(tmp))
+        if args.only in (None, "attribute"):
+            ok &= bench_attribute(Path(tmp))
         if args.only in (None, "script", "lineage"):
             ok &= bench_script(args.script_mb, Path(tmp), scan=args.only != "lineage")
     sys.exit(0 if ok else 1)

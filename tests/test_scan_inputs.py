@@ -385,7 +385,7 @@ def test_a_conversion_that_fails_costs_that_unit_only(
     assert [len(decode_unit(p)["process_ids"]) for k, p in out if k == "unit"] == [0, 1]
     (problem,) = json.loads(out[-1][1])["problems"]
     assert problem["file"].endswith("bad.sql")
-    assert problem["message"].startswith("internal error: conversion failed: RecursionError")
+    assert problem["message"].startswith("internal error: its lineage could not be converted: RecursionError")
 
 
 # -- inputs that cannot be read: a problem of their own, the rest is scanned ------------------------------

@@ -3,11 +3,18 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
+from typing import Any
 
 import pytest
 
+from atlas_bridge.bridge.extract import extract_partition
+from atlas_bridge.bridge.types import InputFile, InputKind, ScanOptions, WorkUnit
 from atlas_bridge.errors import ExtractionError, UnsafeInputError
+from atlas_bridge.model import Severity
 from atlas_bridge.sqlflow.read import extract_sqlflow_lineage
+
+DATA = Path(__file__).parent / "data" / "sqlflow"
 
 BILLION_LAUGHS = """<?xml version="1.0"?>
 <!DOCTYPE dlineage [
@@ -98,3 +105,117 @@ def test_deeply_nested_json_is_refused_cleanly() -> None:
     doc = "[" * 100_000 + "]" * 100_000
     with pytest.raises(ExtractionError):
         extract_sqlflow_lineage(doc, file="deep.json")
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Issue 29: one input must not end the scan; a huge attribute must not cost quadratic time.
+
+FAULTS = Path(__file__).parent / "data" / "sqlflow_faults"
+
+
+def test_a_lone_surrogate_is_read_escaped_with_a_warning_naming_the_file() -> None:
+    # "\ud800" is valid JSON but no text: it could not be encoded anywhere the lineage goes
+    result = extract_sqlflow_lineage((FAULTS / "lone-surrogate.json").read_bytes(), file="lone.json")
+    names = {d.name for d in result.lineage.datasets}
+    assert names == {"src\\ud800", "dst"}
+    assert {c.name for d in result.lineage.datasets for c in d.columns} == {"a\\udfff", "b"}
+    (warning,) = result.problems
+    assert (warning.severity, warning.file) == (Severity.WARNING, "lone.json")
+    assert "4 string(s) held a lone UTF-16 surrogate" in warning.message
+    result.lineage.to_json().encode("utf-8")  # every string is text now
+    # the same given as a str holding the surrogates themselves
+    text = json.dumps(json.loads((FAULTS / "lone-surrogate.json").read_text()), ensure_ascii=False)
+    again = extract_sqlflow_lineage(text, file="lone.json")
+    assert again.lineage == result.lineage
+
+
+def test_a_lone_surrogate_is_a_problem_of_its_file_only_in_a_scan(tmp_path: Path) -> None:
+    good = tmp_path / "good.json"
+    good.write_bytes((DATA / "oracle-insert-deptsal.lineage.json").read_bytes())
+    units = [
+        WorkUnit(InputFile(str(p), p.name, InputKind.SQLFLOW, p.stat().st_size))
+        for p in (FAULTS / "lone-surrogate.json", good)
+    ]
+    out = list(extract_partition(units, ScanOptions()))  # it raised UnicodeEncodeError, ending the scan
+    header = json.loads(out[-1][1])
+    assert set(header["files"]) == {"lone-surrogate.json", "good.json"}
+    problems = [(p["file"], p["severity"]) for p in header["problems"] if "surrogate" in p["message"]]
+    assert problems == [("lone-surrogate.json", "warning")]
+    records = [json.loads(payload) for tag, payload in out if tag == "unit"]
+    qualified = {rec["attributes"]["qualifiedName"] for r in records for rec in r["datasets"]}
+    assert "default.src\\ud800.a\\udfff@default" in qualified  # the file's lineage is delivered
+    assert len({pid for r in records for pid in r["process_ids"]}) == 2  # one process of each file
+
+
+def test_a_failed_conversion_is_a_problem_of_its_file_and_the_rest_goes_on(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import atlas_bridge.bridge.extract as extract
+    from atlas_bridge.bridge.extract import decode_unit
+
+    files = []
+    for name in ("a.json", "b.json"):
+        path = tmp_path / name
+        path.write_bytes((DATA / "oracle-insert-deptsal.lineage.json").read_bytes())
+        files.append(WorkUnit(InputFile(str(path), name, InputKind.SQLFLOW, path.stat().st_size)))
+    real = extract._unit_records
+
+    def failing(r, *args, **kwargs):  # type: ignore[no-untyped-def]
+        if r.file == "a.json" and r.lineage.datasets:  # its empty stand-in converts
+            raise UnicodeEncodeError("utf-8", "\ud800", 0, 1, "surrogates not allowed")
+        return real(r, *args, **kwargs)
+
+    monkeypatch.setattr(extract, "_unit_records", failing)
+    out = list(extract_partition(files, ScanOptions()))
+    header = json.loads(out[-1][1])
+    (problem,) = [p for p in header["problems"] if p["kind"] == "internal"]
+    assert problem["file"] == "a.json"
+    assert "could not be converted: UnicodeEncodeError" in problem["message"]
+    alone = list(extract_partition(files[1:], ScanOptions()))
+    units, b_units = [u for u in out if u[0] == "unit"], [u for u in alone if u[0] == "unit"]
+    assert units[len(units) - len(b_units) :] == b_units  # b.json's, whole
+    # no half of a.json
+    assert all(not decode_unit(p)["process_ids"] for _, p in units[: len(units) - len(b_units)])
+
+
+def test_a_huge_attribute_is_read_in_few_feeds(monkeypatch: pytest.MonkeyPatch) -> None:
+    # expat scans a token cut by a chunk's end again at every feed: fixed 16 KB chunks made a 16 MB
+    # attribute quadratic (27 CPU s). Counted in feeds here; timed in benchmarks/big_inputs.py.
+    import defusedxml.ElementTree as DefusedET
+
+    import atlas_bridge.sqlflow.read as read
+
+    reads: list[int] = []
+    real_iterparse = DefusedET.iterparse
+
+    class Counting:
+        def __init__(self, source: Any) -> None:
+            self.source = source
+
+        def read(self, size: int) -> bytes:
+            chunk: bytes = self.source.read(size)
+            reads.append(len(chunk))
+            return chunk
+
+    def iterparse(source: Any, *args: Any, **kwargs: Any) -> Any:
+        return real_iterparse(Counting(source), *args, **kwargs)
+
+    monkeypatch.setattr(read.DefusedET, "iterparse", iterparse)
+    name = "n" * (8 << 20)
+    many = "".join(f'<table id="t{i}" name="t{i}"><column id="c{i}" name="a"/></table>' for i in range(2000))
+    doc = f'<dlineage><table id="1" name="{name}"><column id="2" name="a"/></table>{many}</dlineage>'
+    lineage = extract_sqlflow_lineage(doc.encode()).lineage
+    assert len(lineage.datasets) == 2001
+    assert any(d.name == name for d in lineage.datasets)  # read whole and exactly
+    passes = sum(1 for n in reads if n == 0)  # each pass over the text ends with an empty read
+    assert passes >= 1
+    assert len(reads) / passes < 40  # 16 KB reads: 513 a pass
+
+
+def test_split_qualified_of_a_huge_name_of_quotes_is_exact() -> None:
+    from atlas_bridge.sqlflow.read import split_qualified
+
+    assert split_qualified("a" + '"' * 100_000 + ".b") == ["a" + '"' * 100_000, "b"]
+    assert split_qualified('"x.y".' * 50_000 + "z") == ['"x.y"'] * 50_000 + ["z"]
+    assert split_qualified(" [a.b] c.d") == [" [a.b] c", "d"]
+    assert split_qualified('"open.x') == ['"open.x']

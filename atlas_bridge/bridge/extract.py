@@ -255,18 +255,22 @@ def extract_partition(
             files, problems = {}, []
         defines: list[LearnedTable] = []
         lookups: dict[TableKey, None] = {}
+        failed = False
         for i, r in enumerate(unit_results(unit, options, schema)):
             _count(files, r, first=i == 0)
             problems.extend(r.problems)
             defines.extend(r.defines)
             lookups.update(dict.fromkeys(r.lookups))
             try:
+                if failed:  # its other pieces are not sent either: one problem, no half of a file
+                    r = UnitResult(r.file, r.kind, Lineage())
                 with PausedGC():  # conversion builds many objects that all live until the unit is sent
                     records = _unit_records(r, options, namespace, texts, text_sink)
-            except Exception as e:  # a bug of ours in the conversion: this unit's lineage only, not the job
-                logger.exception("conversion of %s failed", r.file)
-                msg = printable(f"internal error: conversion failed: {e.__class__.__name__}: {e}", 500)
-                problems.append(make_problem(msg, r.file, kind="internal"))
+            except Exception as e:  # a bug of ours in the conversion: this file's lineage only, not the job
+                logger.exception("conversion of %s failed", unit.file.name)
+                msg = f"internal error: its lineage could not be converted: {e.__class__.__name__}: {e}"
+                problems.append(make_problem(printable(msg, 500), unit.file.name, kind="internal"))
+                failed = True
                 records = _unit_records(
                     UnitResult(r.file, r.kind, Lineage()), options, namespace, texts, text_sink
                 )

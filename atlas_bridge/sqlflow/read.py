@@ -23,7 +23,12 @@ Mapping decisions:
   our ``catalog`` (J2: the schema and database containers; ``DEFAULT`` means none).
 - Resultsets, variables, constant tables and the orphan-column pseudo table are statement-local: their
   scope is the process whose coordinates enclose them, else the one process writing into them, else the
-  one process their data flows into, else a per-file scope ``sqlflow:<file stem>``.
+  one process their data flows into, else the derived process of their statement, else a per-file scope
+  ``sqlflow:<file stem>`` (``#2``, ``#3``... after it for same-named resultsets of other statements).
+- A statement is the resultsets its relations join. Edges into permanent objects that name no process and
+  whose writer cannot be told get a derived process per statement (kind from ``effectType``, span from its
+  resultsets; edges between permanent objects, one per target and kind), with a warning; statements that
+  only read are said in a warning too (nothing of theirs can be sent to Atlas).
 - Processes keep SQLFlow's name; their type becomes snake_case (``sstcreateview`` and ``Create View`` ->
   ``create_view``); ``queryHashId`` is the query hash and ``process:<first 16 hex>`` the id.
 - An edge without ``processId`` is credited to its target's writer: the only process in the target's
@@ -31,6 +36,7 @@ Mapping decisions:
   ``effectType`` - SQLFlow's own rule for deriving table-level lineage.
 - Table-level relations (object -> process -> object) become ``PseudoRows -> PseudoRows`` edges from every
   source of a process to every target of it (targets also from ``processIds``), tagged with the process.
+- Lone surrogates in JSON strings (valid JSON, not text) are read as their ``\\uXXXX`` escape, with a warning.
 - ``<error>`` elements become :class:`~atlas_bridge.model.Problem` s of kind ``sqlflow``; anything else the
   model cannot hold (packages, database/schema elements, unknown values) becomes a warning.
 - Attributes in the ``urn:atlas-bridge:sqlflow`` namespace (JSON: an ``atlasBridge`` object) are written by
@@ -46,7 +52,6 @@ from __future__ import annotations
 import bisect
 import contextlib
 import hashlib
-import io
 import json
 import logging
 import re
@@ -174,7 +179,7 @@ _RESULTSET_NAME = re.compile(
 )
 
 _DOUBLED_QUOTES = re.compile(r'=""([^"<>&\n]*)""')
-_COORD_POINT = re.compile(r"\[\s*(-?\d+)\s*,\s*(-?\d+)\s*(?:,\s*([^\],\[]*?)\s*)?\]")
+_COORD_POINT = re.compile(r"\[\s*(-?\d+)\s*,\s*(-?\d+)\s*(?:,([^\],\[]*))?\]")  # linear: no lazy part
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -490,15 +495,17 @@ def _xml_top_elements(data: bytes, file: str | None) -> Iterator[Element]:
     the whole document never exists. A root that is not ``<dlineage>`` is itself the one element."""
     depth = 0
     root: Element | None = None
+    source = _Feed(data)
     with _defused(file):
         events = DefusedET.iterparse(
-            io.BytesIO(data),
+            source,
             events=("start", "end"),
             forbid_dtd=True,
             forbid_entities=True,
             forbid_external=True,
         )
         for event, item in events:
+            source.events += 1
             el: Element = item
             if event == "start":
                 depth += 1
@@ -511,6 +518,31 @@ def _xml_top_elements(data: bytes, file: str | None) -> Iterator[Element]:
             elif depth == 1 and root is not None and _local(root.tag).lower() in _ROOT_TAGS:
                 yield el
                 root.clear()  # the root keeps its children: let them go
+
+
+class _Feed:
+    """The text for ``iterparse``, in chunks that double while a chunk completes no element.
+
+    expat (before 2.6) scans a token cut by the end of a chunk again from its start at every feed: with
+    ``iterparse``'s fixed 16 KB reads, one 16 MB attribute was scanned a thousand times (quadratic). Doubled
+    chunks make that a geometric sum (linear); once elements come again, chunks are small again, so the
+    elements a chunk completes (held until read) stay few.
+    """
+
+    BASE = 64 * 1024
+
+    def __init__(self, data: bytes) -> None:
+        self.data = memoryview(data)
+        self.pos = 0
+        self.size = self.BASE
+        self.events = 1  # the first read is of the base size
+
+    def read(self, _size: int = -1) -> bytes:
+        self.size = self.BASE if self.events else self.size * 2
+        self.events = 0
+        chunk = bytes(self.data[self.pos : self.pos + self.size])
+        self.pos += len(chunk)
+        return chunk
 
 
 def _parse_xml_stream(data: str | bytes, file: str | None) -> _RawDoc | None:
@@ -688,7 +720,7 @@ def _parse_coordinates(value: Any) -> list[_RawSpan]:
     points: list[tuple[int, int, str]] = []
     if isinstance(value, str):
         for m in _COORD_POINT.finditer(value):
-            points.append((int(m.group(1)), int(m.group(2)), (m.group(3) or "0").strip()))
+            points.append((int(m.group(1)), int(m.group(2)), (m.group(3) or "").strip() or "0"))
     elif isinstance(value, list):
         for p in value:
             if isinstance(p, dict) and "x" in p and "y" in p:
@@ -719,8 +751,67 @@ def _parse_json(data: str | bytes, file: str | None) -> _RawDoc:
     except (RecursionError, UnicodeDecodeError) as e:
         msg = f"unreadable SQLFlow JSON: {type(e).__name__}"
         raise UnsafeInputError(msg, file=file) from e
+    escaped = 0
+    if isinstance(data, str):
+        suspect = bool(_MAYBE_SURROGATE.search(data) or _SURROGATE.search(data))
+    else:
+        suspect = bool(_MAYBE_SURROGATE_BYTES.search(data))
+    if suspect:
+        top, escaped = _escape_surrogates(top)
     if _is_v2(top):
-        return _parse_v2(top)
+        doc = _parse_v2(top)
+    else:
+        doc = _parse_json_model(top, file)
+    if escaped:
+        doc.warnings.append(
+            f"{escaped} string(s) held a lone UTF-16 surrogate (valid JSON, but not text that can be "
+            "sent): read with each written as its \\uXXXX escape"
+        )
+    return doc
+
+
+_MAYBE_SURROGATE_TEXT = r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}"
+_MAYBE_SURROGATE = re.compile(_MAYBE_SURROGATE_TEXT)
+_MAYBE_SURROGATE_BYTES = re.compile(_MAYBE_SURROGATE_TEXT.encode())
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _escape_surrogates(top: Any) -> tuple[Any, int]:
+    """The parsed document with every lone surrogate (``"\\ud800"`` is valid JSON; json joins the pairs)
+    written as its escape text, and how many strings held one: such a string cannot be encoded as UTF-8,
+    so it would fail wherever the lineage is sent (a lone surrogate is no character of any name)."""
+    count = 0
+
+    def fix(value: str) -> str:
+        nonlocal count
+        if not _SURROGATE.search(value):
+            return value
+        count += 1
+        return _SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", value)
+
+    def walk(value: Any) -> Any:
+        # iterative: the depth is what json.loads accepted, but a deep walk must not recurse
+        root: list[Any] = [value]
+        stack: list[tuple[list[Any] | dict[str, Any], Any]] = [(root, 0)]
+        while stack:
+            holder, key = stack.pop()
+            item = holder[key]
+            if isinstance(item, str):
+                holder[key] = fix(item)
+            elif isinstance(item, list):
+                stack.extend((item, i) for i in range(len(item)))
+            elif isinstance(item, dict):
+                fixed = {fix(k): v for k, v in item.items()}
+                if len(fixed) != len(item) or any(a is not b for a, b in zip(fixed, item, strict=True)):
+                    item.clear()
+                    item.update(fixed)
+                stack.extend((item, k) for k in item)
+        return root[0]
+
+    return walk(top), count
+
+
+def _parse_json_model(top: Any, file: str | None) -> _RawDoc:
     model = _json_model(top, file)
     doc = _RawDoc()
     dbobjs = model.get("dbobjs")
@@ -1181,25 +1272,31 @@ def split_qualified(name: str) -> list[str]:
     >>> split_qualified('c..t')
     ['c', '', 't']
     """
+    if '"' not in name and "[" not in name and "`" not in name:
+        return name.split(".")
+    # A part: blanks, then a quoted stretch if one opens there, then anything up to the next dot. Found
+    # with str.find (linear, whatever the name: a 16 MB one of quotes and dots alike).
     parts: list[str] = []
-    buf: list[str] = []
-    closing = {'"': '"', "[": "]", "`": "`"}
-    quote: str | None = None
-    for ch in name:
-        if quote is not None:
-            buf.append(ch)
-            if ch == quote:
-                quote = None
-        elif ch in closing and not "".join(buf).strip():
-            quote = closing[ch]
-            buf.append(ch)
-        elif ch == ".":
-            parts.append("".join(buf))
-            buf = []
-        else:
-            buf.append(ch)
-    parts.append("".join(buf))
-    return parts
+    start, n = 0, len(name)
+    while True:
+        i = start
+        while i < n and name[i].isspace():
+            i += 1
+        if i < n and name[i] in _CLOSING:
+            end = name.find(_CLOSING[name[i]], i + 1)
+            if end < 0:
+                parts.append(name[start:])
+                return parts
+            i = end + 1
+        dot = name.find(".", i)
+        if dot < 0:
+            parts.append(name[start:])
+            return parts
+        parts.append(name[start:dot])
+        start = dot + 1
+
+
+_CLOSING = {'"': '"', "[": "]", "`": "`"}
 
 
 def qualify(name: str, schema: str | None, database: str | None) -> tuple[str, str | None, str | None]:
@@ -1264,6 +1361,8 @@ class _Builder:
         self.process_ids: dict[str, str] = {}  # raw id -> model id
         self.process_spans: dict[str, list[_RawSpan]] = {}
         self.process_types: dict[str, str] = {}
+        self._taken: dict[str, int] = {}  # model process id -> times made (a repeated queryHashId)
+        self._position: dict[str, int] = {}  # raw object id -> its place in the document
         self._starts: dict[str, list[tuple[tuple[int, int], _RawSpan, str]]] | None = None
         self._start_keys: dict[str, list[tuple[int, int]]] = {}
         self.upstream: dict[str, set[str]] = defaultdict(set)  # raw object id -> processes writing into it
@@ -1285,6 +1384,12 @@ class _Builder:
         self._survey_objects: list[tuple[str, str, str | None, str | None, bool, bool]] = []
         self._survey_writes: set[tuple[str, str | None]] = set()
         self._survey_edges: set[tuple[str, str, str | None]] = set()
+        # Relations that name no process, by (target object, source objects, statement kind): the
+        # processes derive_processes() makes for the statements they belong to.
+        self._survey_unnamed: dict[_UnnamedKey, None] = {}
+        self._derived: dict[_UnnamedKey, str] = {}  # key -> raw id of its derived process
+        self._statement: dict[str, str] = {}  # resultset raw id -> its statement's root (union-find)
+        self._derived_scope: dict[str, str] = {}  # statement root -> raw id of its derived process
 
     def warn(self, message: str, span: _RawSpan | None = None) -> None:
         if self._quiet:
@@ -1302,8 +1407,6 @@ class _Builder:
 
     # -- processes -------------------------------------------------------------------------------------
     def processes(self) -> list[Process]:
-        out: list[Process] = []
-        taken: dict[str, int] = {}
         for raw_pid, process_type, rel_id, v2 in self._survey_processes:
             ptype = normalise_process_type(process_type or "unknown")
             pname = "Query " + ptype.replace("_", " ").title() if ptype != "unknown" else raw_pid
@@ -1314,7 +1417,12 @@ class _Builder:
                     f"relation {rel_id!r} names process {raw_pid!r} that the document does not declare; "
                     "rebuilt from the relation"
                 )
-        for raw in self.doc.processes:
+        return self._make_processes(self.doc.processes)
+
+    def _make_processes(self, raws: list[_RawProcess], *, register_spans: bool = True) -> list[Process]:
+        out: list[Process] = []
+        taken = self._taken
+        for raw in raws:
             if not raw.id:
                 self.warn(f"process without id ({raw.attrs.get('name', '?')!r}) skipped")
                 continue
@@ -1349,13 +1457,15 @@ class _Builder:
                 )
             )
             self.process_ids[raw.id] = pid
-            self.process_spans[raw.id] = raw.spans
+            if register_spans:  # a derived statement's span encloses nothing it does not own already
+                self.process_spans[raw.id] = raw.spans
             self.process_types[raw.id] = out[-1].type
         return out
 
     # -- procedures ------------------------------------------------------------------------------------
     def procedures(self) -> list[Procedure]:
         out: list[Procedure] = []
+        seen: set[str] = set()
         for raw in self.doc.procedures:
             raw_name = raw.attrs.get("name", raw.id)
             package = unquote(raw.attrs.get("package", ""))
@@ -1370,6 +1480,10 @@ class _Builder:
             if ptype == "createprocedure":
                 ptype = "procedure"
             pid = raw.ext.get("id") or "procedure:" + ".".join(p for p in (catalog, db, name) if p).lower()
+            if pid in seen:  # a script that creates it twice: one procedure, as for objects
+                self.warn(f"procedure {raw_name!r} declared twice; the first declaration is used")
+                continue
+            seen.add(pid)
             out.append(
                 Procedure(
                     id=pid,
@@ -1401,6 +1515,7 @@ class _Builder:
                 self.warn(f"object id {obj.id!r} declared twice; the first declaration is used")
                 continue
             self.objects[obj.id] = obj
+            self._position[obj.id] = len(self._position)
         # Objects relations name but the document does not declare (fragments copied out of docs).
         for rel_id, parent_id, parent_name, parent_alias, function, v2 in self._survey_objects:
             if parent_id in self.objects or parent_id in self.process_ids:
@@ -1413,6 +1528,7 @@ class _Builder:
             if parent_alias:
                 attrs["alias"] = parent_alias
             self.objects[parent_id] = _RawObject(id=parent_id, tag=tag, attrs=attrs, spans=[], declared=False)
+            self._position[parent_id] = len(self._position)
             if not v2:
                 self.warn(
                     f"relation {rel_id!r} names object {parent_id!r} ({name}) that the document does "
@@ -1443,9 +1559,93 @@ class _Builder:
             if rel.target is None or rel.target.parent_id is None:
                 continue
             self._survey_writes.add((rel.target.parent_id, pid))
+            if not pid and "process" not in rel.ext:
+                self._survey_unnamed[_unnamed_key(rel)] = None
             for src in rel.sources:
                 if src.parent_id is not None:
                     self._survey_edges.add((src.parent_id, rel.target.parent_id, pid))
+
+    def derive_processes(self) -> list[Process]:
+        """Processes for the statements whose relations name none (an export without process objects, or
+        edges SQLFlow left without one), as :meth:`processes` makes them from declared ones.
+
+        A statement is a set of resultsets joined by relations (an ``INSERT-SELECT`` and the subqueries and
+        CTEs feeding it); its process writes the permanent objects those resultsets flow into, and its
+        type is the edges' ``effectType`` (SQLFlow's statement kind). An edge between two permanent objects
+        (a rename, a foreign key) is a statement of its own per target and kind. Edges into an object whose
+        writer is known (``processIds``, or another edge's process) are left to :meth:`_writing_process`.
+        """
+        for target_id, pid in self._survey_writes:
+            if pid in self.process_ids:
+                self.upstream[target_id].add(pid)
+        parent = self._statement
+        for oid, obj in self.objects.items():
+            if self._kind(obj) is DatasetKind.RESULTSET:
+                parent[oid] = oid
+        for source_id, target_id, _ in self._survey_edges:
+            if source_id in parent and target_id in parent:
+                a, b = _root(parent, source_id), _root(parent, target_id)
+                if a != b:
+                    parent[max(a, b, key=self._order)] = min(a, b, key=self._order)
+        raw_by_statement: dict[tuple[str, ...], _RawProcess] = {}
+        for key in self._survey_unnamed:
+            target_id, source_ids, effect_type, rel_type = key
+            mapped = _RELATION_TYPES.get(rel_type)
+            if mapped is None or mapped[0] not in _DERIVED_TYPES:
+                continue  # a join or a call moves no data: no statement wrote anything by it
+            target = self.objects.get(target_id)
+            if target is None or self._kind(target) in _STATEMENT_LOCAL:
+                continue  # into a resultset: the chain takes the process of its last hop
+            if self._writing_process(target_id, effect_type or None) is not None:
+                continue
+            kind = effect_type or ("foreign_key" if rel_type == "er" else "")
+            local = next((s for s in source_ids if s in parent), None)
+            statement = ("rs", _root(parent, local)) if local is not None else ("obj", target_id, kind)
+            raw = raw_by_statement.get(statement)
+            if raw is None:
+                ptype = normalise_process_type(kind) if kind else "unknown"
+                name = "Query " + ptype.replace("_", " ").title() if ptype != "unknown" else "Query"
+                raw_id = f"derived-{len(raw_by_statement) + 1}"
+                while raw_id in self.process_ids:
+                    raw_id += "'"
+                raw = _RawProcess(id=raw_id, attrs={"name": name, "type": ptype}, spans=[])
+                raw_by_statement[statement] = raw
+                if local is not None:
+                    self._derived_scope[statement[1]] = raw.id
+            self._derived[key] = raw.id
+        if not raw_by_statement:
+            return []
+        # A derived statement's span: from its first resultset's start to its last one's end.
+        hull: dict[str, _RawSpan] = {}
+        for oid in parent:
+            spans = self.objects[oid].spans
+            pid = self._derived_scope.get(_root(parent, oid))
+            if pid is None or not spans:
+                continue
+            old = hull.get(pid)
+            first = spans[0]
+            if old is None:
+                hull[pid] = _RawSpan(
+                    first.line, first.column, first.end_line, first.end_column, first.file_hash
+                )
+            elif old.file_hash == first.file_hash:
+                if (first.line, first.column) < (old.line, old.column):
+                    old.line, old.column = first.line, first.column
+                if (first.end_line, first.end_column) > (old.end_line, old.end_column):
+                    old.end_line, old.end_column = first.end_line, first.end_column
+        raws = list(raw_by_statement.values())
+        for raw in raws:
+            if raw.id in hull:
+                raw.spans = [hull[raw.id]]
+        self.warn(
+            f"{len(raws)} statement(s) have relations but no process object: their processes are derived "
+            "from the relations (one per statement, its kind from effectType; no SQL text)"
+        )
+        return self._make_processes(raws, register_spans=False)
+
+    def _order(self, oid: str) -> tuple[int, str]:
+        """Document order of objects (the union-find's roots are the first of their statement)."""
+        return (self._position.get(oid, 0), oid)
 
     def _kind(self, obj: _RawObject) -> DatasetKind:
         kind = _KINDS.get(obj.tag)
@@ -1473,7 +1673,51 @@ class _Builder:
         candidates = downstream.get(obj.id, set())
         if len(candidates) == 1:
             return self.process_ids[next(iter(candidates))]
+        if obj.id in self._statement:
+            derived = self._derived_scope.get(_root(self._statement, obj.id))
+            if derived is not None:
+                return self.process_ids[derived]
         return self.scope
+
+    def _statement_scopes(self, downstream: dict[str, set[str]]) -> dict[str, str]:
+        """The scope of every statement-local object. Resultsets of no process keep the file's scope, but
+        same-named ones of different statements never share it (they would merge into one dataset: false
+        edges across statements, and chains that grow with the square of the file)."""
+        scopes: dict[str, str] = {}
+        loose: dict[str, dict[str, None]] = {}  # resultset name -> statement roots of that name, in order
+        read_into = {
+            root for target_id, _ in self._survey_writes if (root := _root(self._statement, target_id))
+        }
+        for oid, obj in self.objects.items():
+            kind = self.kinds[oid]
+            if kind not in _STATEMENT_LOCAL:
+                continue
+            scope = scopes[oid] = self._scope_of(obj, downstream)
+            if scope == self.scope and kind is DatasetKind.RESULTSET and "id" not in obj.ext:
+                name = obj.ext.get("name") or unquote(obj.attrs.get("name") or oid)
+                loose.setdefault(name, {})[_root(self._statement, oid)] = None
+        if not loose:
+            return scopes
+        index: dict[tuple[str, str], int] = {}
+        for name, roots in loose.items():
+            for k, root in enumerate(roots, start=1):
+                index[(name, root)] = k
+        for oid, scope in scopes.items():
+            obj = self.objects[oid]
+            if scope == self.scope and self.kinds[oid] is DatasetKind.RESULTSET and "id" not in obj.ext:
+                name = obj.ext.get("name") or unquote(obj.attrs.get("name") or oid)
+                k = index[(name, _root(self._statement, oid))]
+                if k > 1:
+                    scopes[oid] = f"{self.scope}#{k}"
+        statements = {root: name for name, roots in loose.items() for root in roots if root in read_into}
+        if statements:
+            names = sorted(set(statements.values()))
+            shown = ", ".join(names[:5]) + (", ..." if len(names) > 5 else "")
+            self.warn(
+                f"{len(statements)} statement(s) read data but write no table, view or path (their "
+                f"results: {shown}): a query's reads have nothing to deliver to Atlas"
+            )
+        return scopes
 
     def _enclosing_process(self, span: _RawSpan) -> str | None:
         """The one process (statement) whose coordinates enclose ``span``, among the nearest before it."""
@@ -1492,9 +1736,6 @@ class _Builder:
     def _downstream_processes(self) -> dict[str, set[str]]:
         """Per statement-local object: the processes its data reaches before the next permanent object."""
         edges: dict[str, set[tuple[str, str | None]]] = defaultdict(set)
-        for target_id, pid in self._survey_writes:
-            if pid in self.process_ids:
-                self.upstream[target_id].add(pid)
         for source_id, target_id, pid in self._survey_edges:
             edges[source_id].add((target_id, pid if pid in self.process_ids else None))
         result: dict[str, set[str]] = {}
@@ -1526,8 +1767,11 @@ class _Builder:
     def datasets_from_objects(self) -> None:
         downstream = self._downstream_processes()
         for oid, obj in self.objects.items():
-            kind = self._kind(obj)
-            self.kinds[oid] = kind
+            self.kinds[oid] = self._kind(obj)
+        scopes = self._statement_scopes(downstream)
+        del downstream
+        for oid, obj in self.objects.items():
+            kind = self.kinds[oid]
             raw_name = obj.attrs.get("name") or obj.attrs.get("displayName") or obj.attrs.get("uri") or oid
             location = obj.attrs.get("uri") or obj.attrs.get("location")  # stages/datasources: location
             uri = unquote(location) if location else None
@@ -1556,7 +1800,7 @@ class _Builder:
                     sub_type = None
             else:
                 sub_type = obj.attrs.get("subType") or obj.attrs.get("tableType")
-            scope = self._scope_of(obj, downstream) if kind in _STATEMENT_LOCAL else None
+            scope = scopes.get(oid)
             ds_id = obj.ext.get("id") or dataset_id(
                 kind, uri if kind is DatasetKind.PATH and uri else name, db, catalog, scope=scope
             )
@@ -1590,6 +1834,8 @@ class _Builder:
             self.datasets[ds_id] = kwargs
             for col in obj.columns:
                 self._add_column(oid, col.id, col.name, col.system, col.spans, col.data_type, col.ext)
+            obj.columns, obj.spans = [], []  # in the model now: the raw ones are let go (memory)
+        self.doc.objects = []
 
     def _column_name(self, oid: str, raw_name: str, system: bool) -> tuple[str, bool]:
         if is_pseudo_rows(raw_name):
@@ -1736,6 +1982,9 @@ class _Builder:
                 self.warn(f"relation {rel.id!r} names unknown process {pid_raw!r}")
         elif rel.target is not None and rel.target.parent_id is not None:
             process_id = self._writing_process(rel.target.parent_id, effect_type)
+            if process_id is None and self._derived:
+                derived = self._derived.get(_unnamed_key(rel))
+                process_id = self.process_ids[derived] if derived is not None else None
         return {
             "type": rtype,
             "source": source,
@@ -1839,6 +2088,7 @@ class _Builder:
         processes = self.processes()
         procedures = self.procedures()
         self.collect_objects()
+        processes = [*processes, *self.derive_processes()]
         self.datasets_from_objects()
         local = {self.dataset_ids[o] for o, k in self.kinds.items() if k in _STATEMENT_LOCAL}
         for kwargs in self._column_relations():
@@ -1948,6 +2198,29 @@ class _Builder:
                 yield ExtractionResult(lineage=Lineage(datasets=tuple(batch)))
                 batch, weight = [], 0
         yield ExtractionResult(lineage=final.model_copy(update={"datasets": tuple(batch)}), problems=problems)
+
+
+_DERIVED_TYPES = frozenset({RelationType.FDD, RelationType.FDR, RelationType.ER})
+"""Relation types that a statement writes by (the others join or call)."""
+
+_UnnamedKey = tuple[str, tuple[str, ...], str, str]
+"""A relation that names no process: (target object, source objects, effectType, relation type)."""
+
+
+def _unnamed_key(rel: _RawRelation) -> _UnnamedKey:
+    target = rel.target.parent_id if rel.target is not None and rel.target.parent_id else ""
+    sources = tuple(dict.fromkeys(s.parent_id for s in rel.sources if s.parent_id))
+    return (target, sources, rel.attrs.get("effectType", ""), rel.type.strip().lower())
+
+
+def _root(parent: dict[str, str], item: str | None) -> str:
+    """The root of ``item`` in a union-find (``item`` itself if it is in none), with path halving."""
+    if item is None or item not in parent:
+        return item or ""
+    while parent[item] != item:
+        parent[item] = parent[parent[item]]
+        item = parent[item]
+    return item
 
 
 def _piece(
