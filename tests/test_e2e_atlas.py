@@ -270,7 +270,7 @@ def test_a_scan_replaces_a_shared_process_whole(
     )
     attrs = atlas_stub.find("atlas_bridge_process", process)["attributes"]  # type: ignore[index]
     assert attrs["queryText"].split(";\n") == [upper, copy]
-    assert (attrs["sourceFile"], attrs["sourceLine"]) == (str(script), 1)
+    assert (attrs["sourceFile"], attrs["sourceLine"]) == ("load.sql", 1)  # below the scanned folder
 
     script.write_text(f"\n{copy};\n", encoding="utf-8")  # edited: the upper() statement is gone
     _scan(client, estate, tmp_path / "scan2")
