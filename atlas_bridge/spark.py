@@ -43,6 +43,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from atlas_bridge.errors import ConfigError
+from atlas_bridge.spark_reader import split_table_name
 
 logger = logging.getLogger(__name__)
 
@@ -826,9 +827,9 @@ def _read_plan(reader: Any, qe: Any, root: str, *, whole: bool = False) -> tuple
         if not (desc.get("identifier") or {}).get("database"):
             facts["current_database"] = need("current_database")
     elif root in _V2_WRITES:
-        write["table"] = _split_name(need("v2_table"))
+        write["table"] = split_table_name(need("v2_table"))
     elif root in ("CreateTableAsSelect", "ReplaceTableAsSelect"):
-        write["table"] = _split_name(need("v2_name").split(",")[-1].strip())
+        write["table"] = split_table_name(need("v2_name").split(",")[-1].strip())
     if write:
         facts["write"] = write
     leaves, more = _read_leaves(reader, qe, root, nodes, head, None if whole else query_field)
@@ -880,7 +881,7 @@ def _read_leaves(
             entry["paths"] = [p for p in roots.split("\n") if p]
             entry["format"] = fmt
         elif kind != "file" and isinstance(name, str):
-            entry["table"] = _split_name(name)
+            entry["table"] = split_table_name(name)
         else:
             logger.debug("leaf %d has no readable identity", index)
             continue
@@ -907,16 +908,6 @@ def _parse_quoted(text: str) -> dict[str, Any]:
     """```cat`.`db`.`t``` -> TableIdentifier-like dict."""
     parts = [p.replace("``", "`") for p in re.findall(r"`((?:[^`]|``)*)`", text)] or text.split(".")
     out: dict[str, Any] = {"table": parts[-1]}
-    if len(parts) >= 2:
-        out["database"] = parts[-2]
-    if len(parts) >= 3:
-        out["catalog"] = ".".join(parts[:-2])
-    return out
-
-
-def _split_name(name: str) -> dict[str, Any]:
-    parts = [p.strip("`") for p in name.split(".") if p]
-    out: dict[str, Any] = {"table": parts[-1] if parts else name}
     if len(parts) >= 2:
         out["database"] = parts[-2]
     if len(parts) >= 3:

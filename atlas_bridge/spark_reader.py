@@ -228,3 +228,14 @@ class JvmReader:
             return str(v).replace("\u0000", " "), n
         except Exception:
             return FAILED, n
+
+
+def split_table_name(name: str) -> dict[str, Any]:
+    """``cat.db.t`` (backquotes stripped) -> a TableIdentifier-like dict, as Spark's plan JSON has it."""
+    parts = [p.strip("`") for p in name.split(".") if p]
+    out: dict[str, Any] = {"table": parts[-1] if parts else name}
+    if len(parts) >= 2:
+        out["database"] = parts[-2]
+    if len(parts) >= 3:
+        out["catalog"] = ".".join(parts[:-2])
+    return out

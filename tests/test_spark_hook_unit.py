@@ -18,9 +18,9 @@ from atlas_bridge.spark import (
     _Item,
     _leaves_needing_facts,
     _settings_from_conf,
-    _split_name,
     install,
 )
+from atlas_bridge.spark_reader import split_table_name
 
 NS = "test"
 
@@ -136,12 +136,12 @@ def test_grouping_keeps_repeated_runs_apart() -> None:
 
 
 def test_split_name_and_leaf_positions() -> None:
-    assert _split_name("spark_catalog.default.t") == {
+    assert split_table_name("spark_catalog.default.t") == {
         "table": "t",
         "database": "default",
         "catalog": "spark_catalog",
     }
-    assert _split_name("t") == {"table": "t"}
+    assert split_table_name("t") == {"table": "t"}
     event = json.loads((Path(__file__).parent / "data" / "spark" / "read_csv_write_parquet.json").read_text())
     nodes = event["events"][2]["analyzed"]
     assert _leaves_needing_facts(nodes[1:]) == [(0, [77, 78, 79], "file")]

@@ -44,6 +44,7 @@ from atlas_bridge.model import (
     Severity,
     dataset_id,
 )
+from atlas_bridge.spark_reader import split_table_name
 
 __all__ = [
     "KAFKA_TOPIC",
@@ -172,16 +173,6 @@ def _expr_ids(attrs: list[Any]) -> list[int]:
     return ids
 
 
-def _split_table(name: str) -> dict[str, Any]:
-    parts = [p.strip("`") for p in name.split(".") if p]
-    out: dict[str, Any] = {"table": parts[-1] if parts else name}
-    if len(parts) >= 2:
-        out["database"] = parts[-2]
-    if len(parts) >= 3:
-        out["catalog"] = ".".join(parts[:-2])
-    return out
-
-
 def prepare_stream(plan_json: str | list[dict[str, Any]], facts: dict[str, Any]) -> StreamPlan:
     """The stream's plan in batch shape.
 
@@ -269,7 +260,7 @@ def _sink(
         return None, "kafka"
     table = facts.get("sink_table")
     if isinstance(table, str) and table:
-        return {"catalogTable": {"identifier": _split_table(table)}}, "table"
+        return {"catalogTable": {"identifier": split_table_name(table)}}, "table"
     problems.append(f"a sink that is no dataset atlas-bridge knows: {sink_class or text[:100]}")
     return None, "other"
 
