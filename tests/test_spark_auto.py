@@ -1,4 +1,4 @@
-"""The automatic Spark hook (atlas_bridge.spark_auto): switch parsing, start-up cost, the instrument
+"""The automatic Spark hook (atlas_bridge.spark.auto): switch parsing, start-up cost, the instrument
 wrapper, and, on the run's one Spark session, session coverage, one listener per session and the
 fail-safe path. The real spark-submit runs are in test_spark_auto_submit.py."""
 
@@ -16,11 +16,11 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from atlas_bridge import spark_auto
 from atlas_bridge.atlas.sink import FileSink
 from atlas_bridge.cli import cli
-from atlas_bridge.spark import SparkHookHandle, _handles, install, uninstall
-from atlas_bridge.spark_auto import CONF_ENABLED, ENV_SWITCH, instrument_environment, mode_from_environment
+from atlas_bridge.spark import auto as spark_auto
+from atlas_bridge.spark.auto import CONF_ENABLED, ENV_SWITCH, instrument_environment, mode_from_environment
+from atlas_bridge.spark.hook import SparkHookHandle, _handles, install, uninstall
 
 # ---------------------------------------------------------------------------------------------------------
 # no Spark needed
@@ -68,8 +68,8 @@ def test_instrument_environment() -> None:
 
 _PROBE = """
 import json, sys
-before = {"auto": "atlas_bridge.spark_auto" in sys.modules, "pyspark": "pyspark" in sys.modules}
-auto = sys.modules.get("atlas_bridge.spark_auto")
+before = {"auto": "atlas_bridge.spark.auto" in sys.modules, "pyspark": "pyspark" in sys.modules}
+auto = sys.modules.get("atlas_bridge.spark.auto")
 before["mode"] = auto.is_armed() if auto else None
 if auto is not None:
     import pyspark.sql.session as s
@@ -120,7 +120,7 @@ def test_instrument_command_arms_the_child_and_keeps_its_sitecustomize(tmp_path:
     report = tmp_path / "report.json"
     code = (
         "import json, os, sys\n"
-        "auto = sys.modules.get('atlas_bridge.spark_auto')\n"
+        "auto = sys.modules.get('atlas_bridge.spark.auto')\n"
         f"json.dump({{'mode': auto and auto.is_armed(), 'own': os.environ.get('OWN_SITECUSTOMIZE_RAN'),"
         f" 'pyspark': 'pyspark' in sys.modules}}, open({str(report)!r}, 'w'))\n"
         "sys.exit(3)\n"
@@ -285,12 +285,12 @@ def test_failure_runs_the_job_without_the_hook_and_warns_once(
     before = _listeners(spark)
     monkeypatch.setenv("ATLAS_BRIDGE_QUEUE_SIZE", "0")  # invalid settings: install() raises ConfigError
     spark_auto.enable("on")
-    with caplog.at_level(logging.WARNING, logger="atlas_bridge.spark_auto"):
+    with caplog.at_level(logging.WARNING, logger="atlas_bridge.spark.auto"):
         assert _builder(spark) is spark
         _new_wrapper(spark)
         _shell_session(spark)
     warnings = [
-        r for r in caplog.records if r.name == "atlas_bridge.spark_auto" and r.levelno == logging.WARNING
+        r for r in caplog.records if r.name == "atlas_bridge.spark.auto" and r.levelno == logging.WARNING
     ]
     assert len(warnings) == 1, [r.getMessage() for r in warnings]
     assert "the job runs without lineage" in warnings[0].getMessage()
@@ -316,7 +316,7 @@ def test_failure_while_registering_leaves_no_trace(
 
     monkeypatch.setattr(SparkHookHandle, "_invoke_listener_manager", broken)
     spark_auto.enable("on")
-    with caplog.at_level(logging.WARNING, logger="atlas_bridge.spark_auto"):
+    with caplog.at_level(logging.WARNING, logger="atlas_bridge.spark.auto"):
         _builder(spark)
     assert any("py4j went away" in r.getMessage() for r in caplog.records)
     assert _handle(spark) is None

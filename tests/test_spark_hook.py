@@ -678,7 +678,7 @@ def test_an_insert_costs_at_most_five_py4j_round_trips(base_tables: Any, tmp_pat
 
 
 def test_the_fallback_reader_reads_what_the_jvm_reader_reads(base_tables: Any) -> None:
-    from atlas_bridge.spark_reader import FAILED, JvmReader
+    from atlas_bridge.spark.jvm import FAILED, JvmReader
 
     spark = base_tables
     qe = spark._jsparkSession.sql("SELECT id, upper(tag) AS t FROM src WHERE amount > 1").queryExecution()

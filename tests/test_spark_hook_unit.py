@@ -13,14 +13,14 @@ import pytest
 
 from atlas_bridge.config import Settings
 from atlas_bridge.errors import ConfigError
-from atlas_bridge.spark import (
+from atlas_bridge.spark.hook import (
     SparkHookHandle,
     _Item,
     _leaves_needing_facts,
     _settings_from_conf,
     install,
 )
-from atlas_bridge.spark_reader import split_table_name
+from atlas_bridge.spark.jvm import split_table_name
 
 NS = "test"
 
@@ -152,7 +152,7 @@ def test_split_name_and_leaf_positions() -> None:
 
 
 def test_parse_quoted_identifier() -> None:
-    from atlas_bridge.spark import _parse_quoted
+    from atlas_bridge.spark.hook import _parse_quoted
 
     assert _parse_quoted("`spark_catalog`.`default`.`tgt`") == {
         "table": "tgt",

@@ -9,14 +9,14 @@ from typing import Any
 import pytest
 from golden import assert_golden
 
-from atlas_bridge.extractors.spark_plan import (
+from atlas_bridge.graph import end_to_end
+from atlas_bridge.model import ExtractionResult, Lineage
+from atlas_bridge.spark.plan import (
     extract_spark_plan_lineage,
     normalize_uri,
     plan_signature,
     write_priority,
 )
-from atlas_bridge.graph import end_to_end
-from atlas_bridge.model import ExtractionResult, Lineage
 
 DATA = Path(__file__).parent / "data" / "spark"
 CASES = sorted(p.stem for p in DATA.glob("*.json"))

@@ -14,8 +14,8 @@ import pytest
 from conftest import DATA
 
 from atlas_bridge.atlas.convert import TYPE_KAFKA_TOPIC, to_atlas_entities
-from atlas_bridge.extractors.spark_stream import extract_stream_lineage, kafka_topics, prepare_stream
 from atlas_bridge.model import DatasetKind
+from atlas_bridge.spark.stream_plan import extract_stream_lineage, kafka_topics, prepare_stream
 
 NS = "test"
 

@@ -49,7 +49,8 @@ from atlas_bridge.bridge.deliver import (
     check_resume_state,
     deliver,
 )
-from atlas_bridge.bridge.extract import dialect_hint, extract_partition, extract_unit
+from atlas_bridge.bridge.dialects import dialect_hint
+from atlas_bridge.bridge.extract import extract_partition, extract_unit
 from atlas_bridge.bridge.inputs import (
     LOG_SUFFIXES,
     QUERY_FIELDS,

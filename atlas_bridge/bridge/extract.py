@@ -5,13 +5,13 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import re
 import resource
 import time
 import zlib
 from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
+from atlas_bridge.bridge.dialects import dialect_hint
 from atlas_bridge.bridge.inputs import count_statements, decode_text, make_problem, printable, read_unit
 from atlas_bridge.bridge.querylog import read_query_log
 from atlas_bridge.bridge.types import InputKind, ScanOptions, UnitResult, WorkUnit
@@ -130,30 +130,6 @@ def _extract_sql_file(unit: WorkUnit, options: ScanOptions, base: SchemaIndex | 
     return UnitResult(
         name, unit.file.kind, result.lineage, statements, problems, defines=defines, lookups=lookups
     )
-
-
-_DIALECT_HINT = re.compile(r"^\s*(?:--|#|/\*)\s*dialect\s*[:=]\s*([A-Za-z][\w-]*)", re.IGNORECASE)
-
-
-def dialect_hint(text: str) -> str | None:
-    """The dialect a script declares in a comment among its first lines (``-- dialect: hive``).
-
-    A file's own declaration wins over ``--dialect``, so one estate can hold Hive scripts next to a T-SQL
-    procedure.
-
-    >>> dialect_hint("-- nightly load\\n-- dialect: hive\\nLOAD DATA ...")
-    'hive'
-    >>> dialect_hint("SELECT 1 -- dialect: tsql") is None
-    True
-    """
-    for line in text.splitlines()[:10]:
-        m = _DIALECT_HINT.match(line)
-        if m:
-            return m.group(1).lower()
-        stripped = line.strip()
-        if stripped and not stripped.startswith(("--", "#", "/*", "*")):
-            return None
-    return None
 
 
 def _extract_sqlflow_file(unit: WorkUnit) -> UnitResult:

@@ -14,6 +14,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from atlas_bridge.bridge.dialects import dialect_hint
 from atlas_bridge.bridge.types import InputFile, InputKind, ScanOptions, WorkUnit
 from atlas_bridge.errors import ConfigError
 from atlas_bridge.model import Problem, Severity
@@ -354,7 +355,6 @@ _LONE_CR = re.compile(rb"\r(?!\n)")
 
 
 def _script_units(f: InputFile, options: ScanOptions, *, ship_content: bool) -> list[WorkUnit]:
-    from atlas_bridge.bridge.extract import dialect_hint
 
     data = Path(f.path).read_bytes()
     # A lone CR ends a line for sqlglot but not for the piece's line count: such a script stays whole.

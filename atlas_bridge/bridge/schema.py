@@ -21,6 +21,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from atlas_bridge.bridge.dialects import dialect_hint
 from atlas_bridge.bridge.inputs import _SQL_TOKEN, decode_text, read_unit
 from atlas_bridge.bridge.types import InputKind, ScanOptions, WorkUnit
 from atlas_bridge.extractors.sql.schema import LearnedTable, SchemaIndex, TableKey
@@ -75,7 +76,6 @@ def create_statements(text: str) -> str:
 
 def learn_unit(unit: WorkUnit, options: ScanOptions, base: SchemaIndex | None = None) -> UnitSchema:
     """The tables one unit defines (executor side); never raises (what it cannot read, it leaves out)."""
-    from atlas_bridge.bridge.extract import dialect_hint
 
     name = unit.file.name
     try:

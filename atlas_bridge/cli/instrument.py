@@ -2,7 +2,7 @@
 
 Like ``opentelemetry-instrument``: CMD (``spark-submit job.py``, ``python job.py``, ``pyspark``) runs with
 ``ATLAS_BRIDGE_SPARK_HOOK=1`` and a ``sitecustomize`` directory first on ``PYTHONPATH``; every SparkSession
-the Python driver creates gets the hook (see :mod:`atlas_bridge.spark_auto`). The exit code is CMD's.
+the Python driver creates gets the hook (see :mod:`atlas_bridge.spark.auto`). The exit code is CMD's.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import sys
 
 import click
 
-from atlas_bridge.spark_auto import instrument_environment
+from atlas_bridge.spark.auto import instrument_environment
 
 
 def register(group: click.Group) -> None:

@@ -31,7 +31,7 @@ def _read_sql(
 ) -> ExtractionResult:
     """A script's lineage; a big plain script piece by piece. ``collapse``: only the end-to-end view will be
     printed, so each piece is collapsed as it comes (its resultsets and their edges are not kept)."""
-    from atlas_bridge.bridge.extract import dialect_hint
+    from atlas_bridge.bridge.dialects import dialect_hint
     from atlas_bridge.bridge.inputs import count_statements, split_script, sql_codec
     from atlas_bridge.extractors.sql import extract_sql_lineage
     from atlas_bridge.graph import end_to_end

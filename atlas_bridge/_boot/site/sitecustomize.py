@@ -11,7 +11,7 @@ import sys
 
 def _arm() -> None:
     try:
-        from atlas_bridge import spark_auto
+        from atlas_bridge.spark import auto as spark_auto
 
         spark_auto.boot()
     except Exception as e:  # the job must start even when atlas-bridge cannot be imported here

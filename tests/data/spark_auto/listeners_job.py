@@ -28,7 +28,7 @@ def main() -> None:
         install(spark)
     spark.range(3).selectExpr("id", "id * 2 AS twice").write.mode("overwrite").parquet(str(base / "twice"))
     listeners = len(spark._jsparkSession.listenerManager().listListeners())
-    auto = sys.modules.get("atlas_bridge.spark_auto")  # imported only when the start-up files armed it
+    auto = sys.modules.get("atlas_bridge.spark.auto")  # imported only when the start-up files armed it
     print(json.dumps({"listeners": listeners, "armed": auto.is_armed() if auto else None}))
     spark.stop()
 

@@ -1,9 +1,9 @@
 """Lineage of a Structured Streaming query from its plan (``StreamExecution.logicalPlan().toJSON()``).
 
-Pure: no py4j, no I/O. :mod:`atlas_bridge.spark_streaming` reads the plan and the few facts the JSON leaves
+Pure: no py4j, no I/O. :mod:`atlas_bridge.spark.streaming` reads the plan and the few facts the JSON leaves
 out (each source's and the sink's ``toString``, a Kafka sink's ``topic`` option) once per query run; this
 module turns them into the model's lineage by rewriting the streaming plan into the batch shape
-:func:`atlas_bridge.extractors.spark_plan.extract_spark_plan_lineage` reads (the column lineage is the batch
+:func:`atlas_bridge.spark.plan.extract_spark_plan_lineage` reads (the column lineage is the batch
 extractor's, unchanged):
 
 * the root (``WriteToMicroBatchDataSourceV1`` / ``WriteToMicroBatchDataSource``) becomes a file write
@@ -32,7 +32,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from atlas_bridge import naming
-from atlas_bridge.extractors.spark_plan import _Extractor, _parse, extract_spark_plan_lineage
 from atlas_bridge.model import (
     ColumnRef,
     Dataset,
@@ -44,7 +43,8 @@ from atlas_bridge.model import (
     Severity,
     dataset_id,
 )
-from atlas_bridge.spark_reader import split_table_name
+from atlas_bridge.spark.jvm import split_table_name
+from atlas_bridge.spark.plan import _Extractor, _parse, extract_spark_plan_lineage
 
 __all__ = [
     "KAFKA_TOPIC",

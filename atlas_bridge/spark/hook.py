@@ -9,10 +9,10 @@ A Python object implementing ``org.apache.spark.sql.util.QueryExecutionListener`
 py4j. Spark calls it on its listener thread after each query; the callback makes no py4j call: it drops
 events of plain query actions (collect, count, show) by their name, and puts the QueryExecution reference of
 any other on a bounded queue. A daemon worker reads the plan's root class and the query id (one round trip,
-by :class:`atlas_bridge.spark_reader.JvmReader`; what is no write stops there), then the plan's JSON and
+by :class:`atlas_bridge.spark.jvm.JvmReader`; what is no write stops there), then the plan's JSON and
 the few facts it leaves out (paths, save mode, format, SQL text) in one more round trip (two when a file is
 read without a catalog table: the plan is immutable and our reference keeps it), extracts
-(:func:`atlas_bridge.extractors.spark_plan.extract_spark_plan_lineage`), converts
+(:func:`atlas_bridge.spark.plan.extract_spark_plan_lineage`), converts
 (:func:`atlas_bridge.atlas.convert.to_atlas_batches`) and emits through a sink; when Atlas is down the
 sink keeps batches on disk and resends them later (this job or the next). The job is never slowed or
 failed by the hook: everything is caught and counted.
@@ -43,7 +43,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from atlas_bridge.errors import ConfigError
-from atlas_bridge.spark_reader import split_table_name
+from atlas_bridge.spark.jvm import split_table_name
 
 logger = logging.getLogger(__name__)
 
@@ -232,7 +232,7 @@ class SparkHookHandle:
             self.user = getpass.getuser()
         self._bus = sc._jsc.sc().listenerBus()
         self._reader: Any = None
-        """Reads the plan and its facts off the JVM (:class:`atlas_bridge.spark_reader.JvmReader`)."""
+        """Reads the plan and its facts off the JVM (:class:`atlas_bridge.spark.jvm.JvmReader`)."""
         self._warned_drop = 0
         self._checkpoints: collections.OrderedDict[tuple[int, ...], tuple[str, dict[str, Any]]] = (
             collections.OrderedDict()
@@ -242,9 +242,9 @@ class SparkHookHandle:
         self._shared: Any = None
         """This session's statements that share a process (``convert.SharedProcesses``)."""
         self.automatic = False
-        """Installed by the switch (:mod:`atlas_bridge.spark_auto`), not by a call in the job."""
+        """Installed by the switch (:mod:`atlas_bridge.spark.auto`), not by a call in the job."""
         self.streaming: Any = None
-        """Structured Streaming lineage (:class:`atlas_bridge.spark_streaming.StreamTracker`), Spark 3.4+."""
+        """Structured Streaming lineage (:class:`atlas_bridge.spark.streaming.StreamTracker`), Spark 3.4+."""
 
     # -- lifecycle -----------------------------------------------------------------------------------
     def _start(self) -> None:
@@ -254,7 +254,7 @@ class SparkHookHandle:
         gateway: Any = SparkContext._gateway
         ensure: Any = ensure_callback_server_started
         ensure(gateway)
-        from atlas_bridge.spark_reader import JvmReader
+        from atlas_bridge.spark.jvm import JvmReader
 
         self._reader = JvmReader(self._spark._jvm)  # compiled before the first event, not in its callback
         self._listener = _Listener(self)
@@ -263,7 +263,7 @@ class SparkHookHandle:
         self._holder = jvm.java.util.ArrayList()
         self._holder.add(self._listener)
         self._invoke_listener_manager("register")
-        from atlas_bridge.spark_streaming import attach
+        from atlas_bridge.spark.streaming import attach
 
         self.streaming = attach(self, self._spark)
         if not self.settings.synchronous:
@@ -443,7 +443,7 @@ class SparkHookHandle:
     def _classify(self, item: _Item) -> bool:
         """Read the event's root class and query id (one round trip); False when it is no write to record
         (nor a query, when resultsets are on, nor a checkpoint)."""
-        from atlas_bridge.extractors.spark_plan import QUERY_ROOTS, WRITE_COMMANDS
+        from atlas_bridge.spark.plan import QUERY_ROOTS, WRITE_COMMANDS
 
         if item.jqe is None:
             return False
@@ -488,7 +488,7 @@ class SparkHookHandle:
     def _remember_checkpoint(self, item: _Item) -> None:
         """Keep the plan a checkpointed DataFrame was made from, keyed by its output's exprIds (which its
         LogicalRDD keeps), so a later write that reads it reaches the sources."""
-        from atlas_bridge.extractors.spark_plan import output_expr_ids
+        from atlas_bridge.spark.plan import output_expr_ids
 
         self._materialize(item)
         ids = output_expr_ids(item.plan_json)
@@ -514,7 +514,7 @@ class SparkHookHandle:
                 self._safe(lambda: self._emit_pending(force=True))
                 self._safe(functools.partial(self._flush_spool, item.done))
                 continue
-            if callable(item):  # streaming work (atlas_bridge.spark_streaming), in order with the writes
+            if callable(item):  # streaming work (atlas_bridge.spark.streaming), in order with the writes
                 self._safe(item)
                 continue
             self._safe(functools.partial(self._handle_item, item))
@@ -554,7 +554,7 @@ class SparkHookHandle:
         event whose QueryExecution id is *lower* than the group's belongs to it; a higher id is the same
         statement run again (a loop), a new group.
         """
-        from atlas_bridge.extractors.spark_plan import plan_identity, write_priority
+        from atlas_bridge.spark.plan import plan_identity, write_priority
 
         if not item.root and not self._classify(item):
             self.stats.skipped += 1
@@ -623,7 +623,7 @@ class SparkHookHandle:
                 self._finish(sig, group)
 
     def _emit(self, item: _Item) -> None:
-        from atlas_bridge.extractors.spark_plan import extract_spark_plan_lineage
+        from atlas_bridge.spark.plan import extract_spark_plan_lineage
 
         result = extract_spark_plan_lineage(
             item.plan_json,
@@ -746,7 +746,7 @@ def _read_plan(reader: Any, qe: Any, root: str, *, whole: bool = False) -> tuple
     """
     import json
 
-    from atlas_bridge.spark_reader import FAILED
+    from atlas_bridge.spark.jvm import FAILED
 
     insert = root == "InsertIntoHadoopFsRelationCommand"
     paths: dict[str, list[Any]] = {}
@@ -896,7 +896,7 @@ def _rdd_outputs(plan_json: str) -> list[tuple[int, ...]]:
     """The output exprIds of each LogicalRDD leaf of a plan (a checkpointed DataFrame keeps its plan's)."""
     import json
 
-    from atlas_bridge.extractors.spark_plan import rdd_leaf_outputs
+    from atlas_bridge.spark.plan import rdd_leaf_outputs
 
     try:
         return rdd_leaf_outputs(json.loads(plan_json))
@@ -999,7 +999,7 @@ def install(
     """Register the lineage listener on ``spark`` (idempotent per session) and return its handle.
 
     A session has at most one listener: a second call returns the installed handle. When the hook was
-    installed automatically (:mod:`atlas_bridge.spark_auto`) and this call passes arguments, the automatic
+    installed automatically (:mod:`atlas_bridge.spark.auto`) and this call passes arguments, the automatic
     hook is flushed and replaced by one with these arguments, so the job's own settings win.
 
     Args:

@@ -272,7 +272,7 @@ def _on_session(session: Any) -> None:
     except TypeError:  # no __dict__: not a session we know how to hook
         return
     try:
-        from atlas_bridge import spark as hook
+        from atlas_bridge.spark import hook
 
         if hook._is_connect(session):
             _warn_once("a Spark Connect session has no JVM to listen on; the Spark hook is not installed")

@@ -10,7 +10,7 @@ listener that reads only what it needs off each event in one py4j round trip, wh
   a reference to it, two round trips; the rest is queued for the hook's worker thread, which reads the
   query's plan (``logicalPlan().toJSON()``, the sources' and sink's ``toString``) in two more and sends the
   stream's process (sources -> sink, column lineage from the plan,
-  :mod:`atlas_bridge.extractors.spark_stream`) with one process execution for the run, status RUNNING;
+  :mod:`atlas_bridge.spark.stream_plan`) with one process execution for the run, status RUNNING;
 * **progress** (every micro-batch, on Spark's listener thread, never on the batch's): one round trip for
   the row count, counted in memory; the execution is re-sent with the counts at most every
   ``progress_interval_s`` (default 300 s), never a new execution per batch;
@@ -84,7 +84,7 @@ class _Run:
     jquery: Any = None
     """The JVM StreamingQuery until the worker has read its plan."""
     stream: Any = None
-    """Its :class:`~atlas_bridge.extractors.spark_stream.StreamPlan` once read (None: unreadable)."""
+    """Its :class:`~atlas_bridge.spark.stream_plan.StreamPlan` once read (None: unreadable)."""
     session: str | None = None
     lineages: collections.OrderedDict[tuple[str, str], Lineage] = field(
         default_factory=collections.OrderedDict
@@ -247,7 +247,7 @@ class StreamTracker:
     # -- worker side ---------------------------------------------------------------------------------
     def _begin(self, run: _Run) -> None:
         """Read the query's plan, send its process and the run's execution (RUNNING)."""
-        from atlas_bridge.extractors.spark_stream import (
+        from atlas_bridge.spark.stream_plan import (
             extract_stream_lineage,
             prepare_stream,
             source_leaf_paths,
@@ -334,8 +334,8 @@ class StreamTracker:
         run = self._by_session.get(session) if isinstance(session, str) else None
         if run is None or run.stream is None:
             return False
-        from atlas_bridge.extractors.spark_plan import plan_identity
-        from atlas_bridge.extractors.spark_stream import extract_foreach_batch_lineage
+        from atlas_bridge.spark.plan import plan_identity
+        from atlas_bridge.spark.stream_plan import extract_foreach_batch_lineage
 
         _sig, target = plan_identity(item.plan_json, item.facts)
         # One process per written dataset and run: the 2-3 events of one statement (saveAsTable: the
