@@ -650,7 +650,8 @@ class _Extractor:
             elif name == "Sort":
                 for e in self.exprs(node.f.get("order")):
                     self.rowset.append((e, ClauseType.ORDER_BY))
-            elif name == "Union":
+            elif name in ("Union", "Intersect", "Except"):
+                # both sides of INTERSECT / EXCEPT flow too (a convention the SQL extractor keeps)
                 outs = [self.output_attrs(c) for c in node.children]
                 if outs:
                     for i, a in enumerate(outs[0]):
@@ -931,9 +932,10 @@ def _local_effect(e: _Node) -> int:
 def _refs(e: _Node) -> Iterator[tuple[_Node | None, str]]:
     """Attributes (and subquery expressions) inside an expression, with their role.
 
-    Roles: ``value`` (the value flows into the result), ``condition`` (a CASE/IF predicate or an aggregate
-    FILTER), ``window`` (PARTITION BY / ORDER BY of a window), ``agg`` (one per aggregate function, ref
-    None) and ``agg_empty`` (an aggregate without column inputs, e.g. count(*)).
+    Roles: ``value`` (the value flows into the result; a CASE/IF predicate too, as SQLFlow and the SQL
+    extractor read CASE: a function of all its columns), ``condition`` (an aggregate FILTER), ``window``
+    (PARTITION BY / ORDER BY of a window), ``agg`` (one per aggregate function, ref None) and ``agg_empty``
+    (an aggregate without column inputs, e.g. count(*)).
     """
     stack: list[tuple[_Node, str]] = [(e, "value")]
     while stack:
@@ -952,16 +954,6 @@ def _refs(e: _Node) -> Iterator[tuple[_Node | None, str]]:
                 yield None, "agg_empty"
             for i, c in enumerate(n.children):
                 stack.append((c, role if i == 0 else "condition"))
-            continue
-        if name == "CaseWhen":
-            nb = len(n.f.get("branches") or [])
-            for i, c in enumerate(n.children):
-                is_cond = i < 2 * nb and i % 2 == 0
-                stack.append((c, "condition" if is_cond else role))
-            continue
-        if name == "If":
-            for i, c in enumerate(n.children):
-                stack.append((c, "condition" if i == 0 else role))
             continue
         if name == "WindowSpecDefinition" or name in _RANKING:
             # a ranking function's children are its window's ORDER BY keys: they order, copy nothing
@@ -1544,20 +1536,19 @@ def _extract(
                     transform=tr if rank != _EXACT else None,
                 )
             for src, clause in sorted(res.indirect, key=lambda x: (x[0].dataset, x[0].column, x[1].value)):
-                rel(RelationType.FDR, src, col, clause=clause)
+                if src not in res.direct:  # one edge per column pair, the direct one winning
+                    rel(RelationType.FDR, src, col, clause=clause)
         for src, clause in sorted(
             ex.rowset_sources(None), key=lambda x: (x[0].dataset, x[0].column, x[1].value)
         ):
             rel(RelationType.FDR, src, PSEUDO_ROWS, clause=clause)
-        # A grouping without any aggregate (DISTINCT-like) decides the row set.
+        # GROUP BY keys decide the written row set (with or without an aggregate), as in the SQL extractor.
         for agg in ex.aggregates.values():
-            aggs = ex.exprs(agg.f.get("aggregateExpressions"))
-            if not any(n.name in _AGG_CLASSES for a in aggs for n in _walk(a)):
-                for g in ex.exprs(agg.f.get("groupingExpressions")):
-                    for ref, _role in _refs(g):
-                        if ref is not None:
-                            for src in ex.ref_resolved(ref).direct:
-                                rel(RelationType.FDR, src, PSEUDO_ROWS, clause=ClauseType.GROUP_BY)
+            for g in ex.exprs(agg.f.get("groupingExpressions")):
+                for ref, _role in _refs(g):
+                    if ref is not None:
+                        for src in ex.ref_resolved(ref).direct:
+                            rel(RelationType.FDR, src, PSEUDO_ROWS, clause=ClauseType.GROUP_BY)
 
     name = _process_name(w, target)
     process = Process(id=process_id, type=w.kind, name=name, query_hash=qh, sql=sql)
