@@ -362,6 +362,7 @@ _NUMBER = re.compile(r"^-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?(?P<suffix>[LDSYBF]|BD)?
 _CALL = re.compile(r"^(?P<fn>[A-Za-z_][\w$]*)\(")
 _SUBQUERY = re.compile(r"^(?P<kind>scalar-subquery|list|exists|lateral-subquery)#(?P<id>\d+) \[.*\]$")
 _PHYS_SUBQUERY = re.compile(r"^Subquery subquery#(?P<id>\d+), \[id=#\d+\]$")
+_PHYS_SUBQUERY_ANY = re.compile(r"(?:Reused)?Subquery subquery#(\d+), \[id=#\d+\]")
 
 
 @dataclass
@@ -666,6 +667,13 @@ class _Converter:
         self.leaves: list[dict[str, Any]] = []
         self.subplans: dict[int, list[dict[str, Any]]] = {}
         self.exprs = _ExprParser(self.subplans, types)
+        self.normalise()
+        self.join_keys = {
+            m.group(0)
+            for n in plan.nodes.values()
+            for k in ("Left keys", "Right keys", "Join condition")
+            for m in re.finditer(r"[^\s(),\[\]]+#\d+L?", n.details.get(k, ""))
+        }
         for hosting, root in plan.subqueries:
             m = re.search(r"subquery#(\d+)", hosting)
             if m is not None:
@@ -697,6 +705,14 @@ class _Converter:
 
     def args(self, node: TextNode) -> list[str]:
         return _split_top(node.details.get("Arguments", ""))
+
+    def normalise(self) -> None:
+        """One spelling per subquery reference: the physical ``Subquery subquery#1, [id=#2]`` (which holds
+        a top-level comma) as the logical ``scalar-subquery#1 []``."""
+        for n in self.plan.nodes.values():
+            for k, v in n.details.items():
+                if "ubquery subquery#" in v:
+                    n.details[k] = _PHYS_SUBQUERY_ANY.sub(r"scalar-subquery#\1 []", v)
 
     # -- logical (a command's printed query) ------------------------------------------------------------
     def logical(self, node: TextNode) -> _PlanNode:
@@ -807,7 +823,9 @@ class _Converter:
             return _PlanNode(_L + "Project", f, kids)
         if name == "Filter":
             cond = d.get("Condition", "true")
-            return _PlanNode(_L + "Filter", {"condition": self.e(_drop_inferred_not_null(cond))}, kids)
+            return _PlanNode(
+                _L + "Filter", {"condition": self.e(_drop_inferred_not_null(cond, self.join_keys))}, kids
+            )
         if name in _AGGREGATE_NODES:
             functions = _list(d.get("Functions", "[]"))
             if any(fn.startswith(("partial_", "merge_")) for fn in functions):
@@ -1074,8 +1092,9 @@ def _read_schema(schema: str) -> Iterator[tuple[str, str]]:
         yield name, _TYPES.get(base, base if "(" not in dtype else base)
 
 
-def _drop_inferred_not_null(cond: str) -> str:
-    """Drop the ``isnotnull(x)`` conjuncts Spark infers from other predicates on x (not in the query)."""
+def _drop_inferred_not_null(cond: str, join_keys: set[str]) -> str:
+    """Drop the ``isnotnull(x)`` conjuncts Spark infers (InferFiltersFromConstraints) from other predicates
+    on x or from a join on x: they are not in the query, the hook's analyzed plan has none."""
     parts: list[str] = []
     stack = [cond.strip()]
     while stack:
@@ -1090,7 +1109,7 @@ def _drop_inferred_not_null(cond: str) -> str:
     kept = []
     for p in parts:
         m = re.match(r"^isnotnull\(([^()]+#\d+L?)\)$", p)
-        if m is not None and any(m.group(1) in q for q in parts if q is not p):
+        if m is not None and (m.group(1) in join_keys or any(m.group(1) in q for q in parts if q is not p)):
             continue
         kept.append(p)
     if not kept:
@@ -1154,13 +1173,26 @@ def extract_root_execution(
             continue
         node, facts = got
         items = node.items()
+        nested_file_write = (
+            x.execution_id != root.execution_id
+            and node.cls.endswith(".InsertIntoHadoopFsRelationCommand")
+            and "catalogTable" not in node.fields
+        )
+        if nested_file_write and any(w[1] > write_priority(node.cls) for w in writes):
+            continue  # the file write a CTAS / saveAsTable / INSERT OVERWRITE DIRECTORY runs: one process
         writes.append((x.execution_id, write_priority(node.cls), items, facts, conv.degraded, conv))
     # one process per statement: of the writes of one target, the command that names it (highest priority)
     best: dict[str, tuple[int, int, list[dict[str, Any]], dict[str, Any], bool, _Converter]] = {}
     order: list[str] = []
+    by_sig: dict[str, str] = {}
     for w in writes:
-        _sig, target = plan_identity(w[2], {**w[3], "current_database": current_database})
-        key = target or f"execution:{w[0]}"
+        sig, target = plan_identity(w[2], {**w[3], "current_database": current_database})
+        key = (by_sig.get(sig) if sig else None) or target or f"execution:{w[0]}"
+        if sig:
+            by_sig.setdefault(sig, key)
+        if target:
+            by_sig.setdefault(target, key)
+            key = by_sig[target] if sig is None or by_sig.get(sig) == key else key
         old = best.get(key)
         if old is None:
             order.append(key)
