@@ -23,6 +23,7 @@ it reads) and no column edge.
 
 from __future__ import annotations
 
+import contextlib
 import re
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -140,7 +141,7 @@ def parse_formatted_plan(text: str) -> FormattedPlan:
             current = None
             continue
         head = _DETAIL_HEAD.match(line)
-        if head and not stack and current is None or (head and not in_tree):
+        if (head and not stack and current is None) or (head and not in_tree):
             assert head is not None
             node = nodes.get(int(head.group("id")))
             if node is not None:
@@ -412,8 +413,11 @@ class _ExprParser:
             m = _ATTR.match(t[at + 4 :].strip())
             if m is not None:
                 child = self.parse(t[:at])
-                fields = {"name": m.group("name"), "exprId": {"product-class": _E + "ExprId", "id": int(m.group("id"))}}
-                return _Expr(_E + "Alias", fields, [child])
+                alias = {
+                    "name": m.group("name"),
+                    "exprId": {"product-class": _E + "ExprId", "id": int(m.group("id"))},
+                }
+                return _Expr(_E + "Alias", alias, [child])
         if t.startswith("(") and _matching(t, 0) == len(t) - 1:
             inner = t[1:-1]
             for op, cls in _BINARY_OPS:
@@ -493,9 +497,14 @@ class _ExprParser:
         m = _NUMBER.match(t)
         if m is not None:
             suffix = m.group("suffix")
-            dtype = {"L": "long", "D": "double", "S": "short", "Y": "byte", "BD": "decimal", "F": "float"}.get(
-                suffix or "", "double" if "." in t or "e" in t.lower() else "integer"
-            )
+            dtype = {
+                "L": "long",
+                "D": "double",
+                "S": "short",
+                "Y": "byte",
+                "BD": "decimal",
+                "F": "float",
+            }.get(suffix or "", "double" if "." in t or "e" in t.lower() else "integer")
             return _Expr(_E + "Literal", {"value": t.rstrip("LDSYBF"), "dataType": dtype})
         return _Expr(_E + "Literal", {"value": t, "dataType": "string"})
 
@@ -755,10 +764,9 @@ class _Converter:
             f["output"] = self.es(a[1]) if len(a) > 1 else []
         elif name == "Sort":
             f["order"] = self.es(a[0]) if a else []
-        elif name == "View":
-            temp = len(a) > 1 and a[1] == "true" or len(a) == 3 and a[1] == "true"
+        elif name == "View":  # `db`.`v`, <serde>, false[, []] (persistent); `tv`, true[, []] (temporary)
             f["desc"] = {"identifier": _ident_text(a[0])} if a else {}
-            f["isTempView"] = temp or (len(a) >= 2 and a[-2] == "true" and len(a) == 3)
+            f["isTempView"] = "true" in a[1:]
         elif name == "Union":
             pass
         elif name in ("InMemoryRelation",):
@@ -777,12 +785,17 @@ class _Converter:
         if not inner_plans:
             return
         text = node.details.get("Arguments", "")
-        ids = [int(m.group(2)) for m in re.finditer(r"(scalar-subquery|list|exists|lateral-subquery)#(\d+)", text)]
+        ids = [
+            int(m.group(2))
+            for m in re.finditer(r"(scalar-subquery|list|exists|lateral-subquery)#(\d+)", text)
+        ]
         for xid, plan in zip(ids, inner_plans, strict=False):
             self.subplans[xid] = plan.items()
 
     def hive_relation(self, text: str) -> _PlanNode:
-        m = re.search(r"HiveTableRelation \[(?P<ident>[^,]+),", text) or re.match(r"\[?(?P<ident>`[^,]+),", text)
+        m = re.search(r"HiveTableRelation \[(?P<ident>[^,]+),", text) or re.match(
+            r"\[?(?P<ident>`[^,]+),", text
+        )
         data = re.search(r"Data Cols: (\[[^\]]*\])", text)
         part = re.search(r"Partition Cols: (\[[^\]]*\])", text)
         f = {
@@ -797,10 +810,8 @@ class _Converter:
         out = node.details.get("Output")
         f: dict[str, Any] = {}
         if out:
-            try:
+            with contextlib.suppress(_Cut):
                 f["output"] = self.es(out)
-            except _Cut:
-                pass
         return _PlanNode(_L + "Unknown" + node.name, f, kids)
 
     # -- physical --------------------------------------------------------------------------------------
@@ -887,11 +898,17 @@ class _Converter:
                 order = re.search(r"orderBy=(\[.*?\])(?:, output=|$)", d.get("Arguments", ""))
                 out = re.search(r"output=(\[.*\])\)?$", d.get("Arguments", ""))
                 sort = _PlanNode(_L + "Sort", {"order": self.es(order.group(1)) if order else []}, kids)
-                return _PlanNode(_L + "Project", {"projectList": self.es(out.group(1)) if out else []}, [sort])
+                return _PlanNode(
+                    _L + "Project", {"projectList": self.es(out.group(1)) if out else []}, [sort]
+                )
             return _PlanNode(_L + "Sort", {"order": self.es(a[0]) if a else []}, kids)
         if name in _WALK_THROUGH or name in ("Sort",):
             return kids[0] if len(kids) == 1 else _PlanNode(_L + "Union", {}, kids)
-        if name in _IN_MEMORY_SCANS or label.startswith("Scan ExistingRDD") or label.startswith("Scan OneRowRelation"):
+        if (
+            name in _IN_MEMORY_SCANS
+            or label.startswith("Scan ExistingRDD")
+            or label.startswith("Scan OneRowRelation")
+        ):
             return _PlanNode(_L + "LocalRelation", {"output": []})
         return self.unknown(node, kids)
 
@@ -929,7 +946,11 @@ class _Converter:
         rel_out = _list(a[0]) if a else []
         if not node.inner:
             return self.unknown(node, [])
-        child = self.physical(node.inner[0]) if node.inner[0].details.get("Output") else self.logical(node.inner[0])
+        child = (
+            self.physical(node.inner[0])
+            if node.inner[0].details.get("Output")
+            else self.logical(node.inner[0])
+        )
         cached_out = _child_outputs(node.inner[0])
         proj = []
         for i, text in enumerate(rel_out):
@@ -961,8 +982,11 @@ class _Converter:
         query = self.logical(cmd.inner[0]) if cmd.inner else None
         facts: dict[str, Any] = {}
         f: dict[str, Any] = {}
-        if name in ("CreateDataSourceTableAsSelectCommand", "CreateHiveTableAsSelectCommand",
-                    "OptimizedCreateHiveTableAsSelectCommand"):
+        if name in (
+            "CreateDataSourceTableAsSelectCommand",
+            "CreateHiveTableAsSelectCommand",
+            "OptimizedCreateHiveTableAsSelectCommand",
+        ):
             key = "table" if name == "CreateDataSourceTableAsSelectCommand" else "tableDesc"
             f[key] = {"identifier": _ident_text(a[0]) if a else None}
             f["outputColumnNames"] = a[-1] if a and a[-1].startswith("[") else None
@@ -989,7 +1013,7 @@ class _Converter:
             return None
         if query is not None:
             f["query" if name != "CreateViewCommand" else "plan"] = query.items()
-        return _PlanNode(_C + name if name != "InsertIntoDataSourceDirCommand" else _C + name, f), facts
+        return _PlanNode(_C + name, f), facts
 
     def data_writing(self, node: TextNode, cmd_name: str) -> tuple[_PlanNode, dict[str, Any]] | None:
         a = self.args(node)
@@ -1020,7 +1044,9 @@ class _Converter:
             m = re.search(r"Location: ([^,)]+)", node.details.get("Arguments", ""))
             f["storage"] = {"locationUri": m.group(1).strip() if m else None}
         else:
-            self.problem(node, f"a write command the event-log reader does not know ({cmd_name})", "unknown_node")
+            self.problem(
+                node, f"a write command the event-log reader does not know ({cmd_name})", "unknown_node"
+            )
             return None
         if query is not None:
             f["query"] = query.items()
@@ -1089,7 +1115,7 @@ def _read_schema(schema: str) -> Iterator[tuple[str, str]]:
     for part in _split_top(schema[7:-1].replace("<", "(").replace(">", ")"), ","):
         name, _, dtype = part.partition(":")
         base = dtype.split("(", 1)[0]
-        yield name, _TYPES.get(base, base if "(" not in dtype else base)
+        yield name, _TYPES.get(base, base)
 
 
 def _drop_inferred_not_null(cond: str, join_keys: set[str]) -> str:
@@ -1205,7 +1231,9 @@ def extract_root_execution(
         _xid, _prio, items, facts, degraded, _conv = best[key]
         all_facts = {**facts, "leaves": leaves, "current_database": current_database}
         if "write" not in all_facts:
-            inner = next((w[3]["write"] for w in writes if w[3].get("write") and key != f"execution:{w[0]}"), None)
+            inner = next(
+                (w[3]["write"] for w in writes if w[3].get("write") and key != f"execution:{w[0]}"), None
+            )
             if inner is not None:
                 all_facts["write"] = inner
         res = extract_spark_plan_lineage(items, all_facts, temp_views=temp_views)
@@ -1260,8 +1288,12 @@ def _union(lineages: Sequence[Lineage]) -> Lineage:
                 for c in ds.columns:
                     cols.setdefault(c.name, c)
                 pids = tuple(dict.fromkeys((*old.process_ids, *ds.process_ids)))
-                datasets[ds.id] = old.model_copy(update={"columns": tuple(cols.values()), "process_ids": pids})
+                datasets[ds.id] = old.model_copy(
+                    update={"columns": tuple(cols.values()), "process_ids": pids}
+                )
         for p in lin.processes:
             processes.setdefault(p.id, p)
         relations.extend(lin.relations)
-    return Lineage(datasets=tuple(datasets.values()), processes=tuple(processes.values()), relations=tuple(relations))
+    return Lineage(
+        datasets=tuple(datasets.values()), processes=tuple(processes.values()), relations=tuple(relations)
+    )
