@@ -667,9 +667,10 @@ _IN_MEMORY_SCANS = {"LocalTableScan", "Range", "RDDScan", "ExistingRDD", "Scan E
 class _Converter:
     """Numbered text nodes -> the logical plan items the core reads; problems name execution and node."""
 
-    def __init__(self, plan: FormattedPlan, execution_id: int, types: dict[int, str]) -> None:
+    def __init__(self, plan: FormattedPlan, execution_id: int, types: dict[int, str], line: int = 0) -> None:
         self.plan = plan
         self.execution_id = execution_id
+        self.where = f"execution {execution_id}" + (f" (line {line})" if line else "")
         self.types = types
         self.problems: list[Problem] = []
         self.degraded = False
@@ -696,7 +697,7 @@ class _Converter:
         self.degraded = True
         self.problems.append(
             Problem(
-                message=f"execution {self.execution_id}, node ({node.id}) {node.label}: {message}",
+                message=f"{self.where}, node ({node.id}) {node.label}: {message}",
                 severity=Severity.WARNING,
                 kind=kind,
             )
@@ -725,11 +726,20 @@ class _Converter:
 
     # -- logical (a command's printed query) ------------------------------------------------------------
     def logical(self, node: TextNode) -> _PlanNode:
+        """A printed logical node (a command's query); a cut one keeps its children (the sources)."""
+        inner_plans = [self.logical(i) for i in node.inner]
+        kids = [self.logical(c) for c in node.children]
         if not node.has_details:
             self.cut(node, "no details for this node")
-        inner_plans = [self.logical(i) for i in node.inner]
-        self.bind_subqueries(node, inner_plans)
-        kids = [self.logical(c) for c in node.children]
+            return _PlanNode(_L + "Cut", {}, kids)
+        try:
+            self.bind_subqueries(node, inner_plans)
+            return self.logical_node(node, kids)
+        except _Cut as e:
+            self.cut(node, str(e))
+            return _PlanNode(_L + "Cut", {}, kids)
+
+    def logical_node(self, node: TextNode, kids: list[_PlanNode]) -> _PlanNode:
         name = node.name
         a = self.args(node)
         f: dict[str, Any] = {}
@@ -816,8 +826,19 @@ class _Converter:
 
     # -- physical --------------------------------------------------------------------------------------
     def physical(self, node: TextNode) -> _PlanNode:
+        """A physical node as the logical node it implements; a cut one keeps its children (the sources)."""
+        cached = node.name == "InMemoryTableScan" or node.label.startswith("Scan In-memory table")
+        kids = [self.physical(c) for c in node.children] if not cached else []
         if not node.has_details:
             self.cut(node, "no details for this node")
+            return _PlanNode(_L + "Cut", {}, kids)
+        try:
+            return self.physical_node(node, kids)
+        except _Cut as e:
+            self.cut(node, str(e))
+            return _PlanNode(_L + "Cut", {}, kids)
+
+    def physical_node(self, node: TextNode, kids: list[_PlanNode]) -> _PlanNode:
         name = node.name
         d = node.details
         label = node.label
@@ -825,9 +846,8 @@ class _Converter:
             return self.scan(node)
         if name == "InMemoryTableScan" or label.startswith("Scan In-memory table"):
             if node.inner:
-                return self.in_memory(node.inner[0], out_text=d.get("Output"))
+                return self.in_memory(node.inner[0])
             return self.unknown(node, [])
-        kids = [self.physical(c) for c in node.children]
         f: dict[str, Any] = {}
         if name == "Project":
             f["projectList"] = self.es(d.get("Output", "[]"))
@@ -940,17 +960,14 @@ class _Converter:
             self.leaves.append({"exprIds": ids, "paths": paths, "format": fmt})
         return _PlanNode(_D + "LogicalRelation", f)
 
-    def in_memory(self, node: TextNode, out_text: str | None = None) -> _PlanNode:
+    def in_memory(self, node: TextNode) -> _PlanNode:
         """A cached relation: the plan it caches, its output re-aliased to the relation's exprIds."""
         a = self.args(node)
         rel_out = _list(a[0]) if a else []
         if not node.inner:
             return self.unknown(node, [])
-        child = (
-            self.physical(node.inner[0])
-            if node.inner[0].details.get("Output")
-            else self.logical(node.inner[0])
-        )
+        logical = bool(node.inner[0].details) and set(node.inner[0].details) <= {"Arguments"}
+        child = self.logical(node.inner[0]) if logical else self.physical(node.inner[0])
         cached_out = _child_outputs(node.inner[0])
         proj = []
         for i, text in enumerate(rel_out):
@@ -1183,7 +1200,7 @@ def extract_root_execution(
     for x, plan in parsed:
         if not plan.roots:
             continue
-        conv = _Converter(plan, x.execution_id, types)
+        conv = _Converter(plan, x.execution_id, types, x.line)
         try:
             got = conv.command(plan.roots[0])
         except _Cut as e:
@@ -1249,9 +1266,7 @@ def extract_root_execution(
 def _table_level(lin: Lineage) -> Lineage:
     """Keep only the datasets read and written: ``PseudoRows`` edges from each source to each target."""
     targets = {ds.id for ds in lin.datasets if ds.process_ids}
-    sources = sorted({r.source.dataset_id for r in lin.relations} - targets) or sorted(
-        ds.id for ds in lin.datasets if ds.id not in targets
-    )
+    sources = sorted(ds.id for ds in lin.datasets if ds.id not in targets)
     rels = []
     pid = lin.processes[0].id
     for t in sorted(targets):
