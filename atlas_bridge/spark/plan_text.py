@@ -1181,8 +1181,9 @@ def extract_root_execution(
         return ExtractionResult()
     ordered = sorted(executions, key=lambda x: x.execution_id)
     root = next((x for x in ordered if x.root_execution_id in (None, x.execution_id)), ordered[0])
-    if root.failed or any(x.failed for x in ordered):
+    if root.failed:  # a failed statement wrote nothing (or what it wrote was rolled back)
         return ExtractionResult()
+    ordered = [x for x in ordered if not x.failed]
     types: dict[int, str] = {}
     leaves: list[dict[str, Any]] = []
     problems: list[Problem] = []
@@ -1194,7 +1195,7 @@ def extract_root_execution(
         for r in plan.roots:
             try:
                 conv.physical(r)
-            except (_Cut, ValueError, IndexError, KeyError):
+            except (_Cut, ValueError, IndexError, KeyError, RecursionError):
                 continue
         leaves.extend(conv.leaves)
     for x, plan in parsed:
@@ -1206,8 +1207,8 @@ def extract_root_execution(
         except _Cut as e:
             conv.cut(plan.roots[0], str(e))
             got = None
-        except (ValueError, IndexError, KeyError) as e:
-            conv.problem(plan.roots[0], f"unreadable plan text: {e}", "parse")
+        except (ValueError, IndexError, KeyError, RecursionError) as e:
+            conv.problem(plan.roots[0], f"unreadable plan text: {type(e).__name__}: {e}", "parse")
             got = None
         if plan.cut:
             conv.cut(plan.roots[0], "spark.sql.maxPlanStringLength")
@@ -1227,40 +1228,30 @@ def extract_root_execution(
     # one process per statement: of the writes of one target, the command that names it (highest priority)
     best: dict[str, tuple[int, int, list[dict[str, Any]], dict[str, Any], bool, _Converter]] = {}
     order: list[str] = []
-    by_sig: dict[str, str] = {}
+    seen: dict[str, str] = {}  # query signature or target -> statement key
     for w in writes:
         sig, target = plan_identity(w[2], {**w[3], "current_database": current_database})
-        key = (by_sig.get(sig) if sig else None) or target or f"execution:{w[0]}"
-        if sig:
-            by_sig.setdefault(sig, key)
-        if target:
-            by_sig.setdefault(target, key)
-            key = by_sig[target] if sig is None or by_sig.get(sig) == key else key
+        names = [n for n in (sig, target) if n]
+        key = next((seen[n] for n in names if n in seen), None) or (names[0] if names else f"x{w[0]}")
+        for n in names:
+            seen.setdefault(n, key)
         old = best.get(key)
         if old is None:
             order.append(key)
             best[key] = w
         elif w[1] > old[1]:
             best[key] = w
-    merged: ExtractionResult | None = None
     lineages: list[Lineage] = []
     for key in order:
         _xid, _prio, items, facts, degraded, _conv = best[key]
         all_facts = {**facts, "leaves": leaves, "current_database": current_database}
-        if "write" not in all_facts:
-            inner = next(
-                (w[3]["write"] for w in writes if w[3].get("write") and key != f"execution:{w[0]}"), None
-            )
-            if inner is not None:
-                all_facts["write"] = inner
         res = extract_spark_plan_lineage(items, all_facts, temp_views=temp_views)
         problems.extend(res.problems)
         lin = res.lineage
         if degraded and lin.processes:
             lin = _table_level(lin)
         lineages.append(lin)
-    merged = ExtractionResult(lineage=_union(lineages), problems=tuple(problems))
-    return merged
+    return ExtractionResult(lineage=_union(lineages), problems=tuple(problems))
 
 
 def _table_level(lin: Lineage) -> Lineage:
