@@ -484,6 +484,9 @@ class _ExprParser:
                 else:
                     node = _Expr(_E + "GetArrayItem", {}, [node, self.parse(part[1:-1])])
             return node
+        m = _ATTR.match(t)
+        if m is not None:  # an attribute named after the expression it holds ("RANK() OVER (...)#434")
+            return self.attribute(m.group("name"), int(m.group("id")), bool(m.group("long")))
         return self.literal(t)
 
     def attribute(self, name: str, xid: int, long: bool) -> _Expr:
@@ -681,6 +684,11 @@ class _Converter:
         self.join_keys = {
             m.group(0)
             for n in plan.nodes.values()
+            if n.name == "Generate"
+            for m in re.finditer(r"[^\s(),\[\]]+#\d+L?", _split_top(n.details.get("Arguments", ""))[0])
+        } | {
+            m.group(0)
+            for n in plan.nodes.values()
             for k in ("Left keys", "Right keys", "Join condition")
             for m in re.finditer(r"[^\s(),\[\]]+#\d+L?", n.details.get(k, ""))
         }
@@ -842,12 +850,12 @@ class _Converter:
         name = node.name
         d = node.details
         label = node.label
-        if name == "Scan" or label.startswith("BatchScan") or label.startswith("FileScan"):
-            return self.scan(node)
         if name == "InMemoryTableScan" or label.startswith("Scan In-memory table"):
             if node.inner:
                 return self.in_memory(node.inner[0])
             return self.unknown(node, [])
+        if name == "Scan" or label.startswith("BatchScan") or label.startswith("FileScan"):
+            return self.scan(node)
         f: dict[str, Any] = {}
         if name == "Project":
             f["projectList"] = self.es(d.get("Output", "[]"))
@@ -859,7 +867,8 @@ class _Converter:
             )
         if name in _AGGREGATE_NODES:
             functions = _list(d.get("Functions", "[]"))
-            if any(fn.startswith(("partial_", "merge_")) for fn in functions):
+            if not functions or any(fn.startswith(("partial_", "merge_")) for fn in functions):
+                # a partial stage, or a DISTINCT (no aggregate function: the analyzed plan has Distinct)
                 return kids[0] if kids else _PlanNode(_L + "LocalRelation")
             attrs = _list(d.get("Aggregate Attributes", "[]"))
             subst = {}
@@ -888,6 +897,14 @@ class _Converter:
             for c in conds[1:]:
                 cond_text = f"({cond_text} AND {c})"
             f["joinType"] = {"object": "org.apache.spark.sql.catalyst.plans." + jt + "$"}
+            if jt.startswith(("LeftSemi", "LeftAnti", "ExistenceJoin")):
+                # what the optimizer makes of IN / EXISTS subqueries (RewritePredicateSubquery): the
+                # analyzed plan the hook reads has a WHERE there
+                f["condition"] = None
+                join = _PlanNode(_L + "Join", f, kids)
+                if not cond_text:
+                    return join
+                return _PlanNode(_L + "Filter", {"condition": self.e(cond_text)}, [join])
             f["condition"] = self.e(cond_text) if cond_text else None
             return _PlanNode(_L + "Join", f, kids)
         if name == "Window":
@@ -915,12 +932,11 @@ class _Converter:
             if name == "Sort" and (len(a) < 2 or a[1] != "true"):
                 return kids[0] if kids else _PlanNode(_L + "LocalRelation")  # a sort a join or window needs
             if name == "TakeOrderedAndProject":
-                order = re.search(r"orderBy=(\[.*?\])(?:, output=|$)", d.get("Arguments", ""))
-                out = re.search(r"output=(\[.*\])\)?$", d.get("Arguments", ""))
-                sort = _PlanNode(_L + "Sort", {"order": self.es(order.group(1)) if order else []}, kids)
-                return _PlanNode(
-                    _L + "Project", {"projectList": self.es(out.group(1)) if out else []}, [sort]
-                )
+                lists = [x.split("=", 1)[-1] for x in a if x.split("=", 1)[-1].startswith("[")]
+                sort = _PlanNode(_L + "Sort", {"order": self.es(lists[0]) if lists else []}, kids)
+                if len(lists) < 2:
+                    return sort
+                return _PlanNode(_L + "Project", {"projectList": self.es(lists[1])}, [sort])
             return _PlanNode(_L + "Sort", {"order": self.es(a[0]) if a else []}, kids)
         if name in _WALK_THROUGH or name in ("Sort",):
             return kids[0] if len(kids) == 1 else _PlanNode(_L + "Union", {}, kids)
@@ -1151,7 +1167,9 @@ def _drop_inferred_not_null(cond: str, join_keys: set[str]) -> str:
         parts.append(c)
     kept = []
     for p in parts:
-        m = re.match(r"^isnotnull\(([^()]+#\d+L?)\)$", p)
+        m = re.match(r"^isnotnull\(([^()]+#\d+L?)\)$", p) or re.match(
+            r"^\(size\(([^()]+#\d+L?), (?:true|false)\) > 0\)$", p
+        )
         if m is not None and (m.group(1) in join_keys or any(m.group(1) in q for q in parts if q is not p)):
             continue
         kept.append(p)
