@@ -41,7 +41,7 @@ from atlas_bridge.model import (
 )
 from atlas_bridge.spark.plan import extract_spark_plan_lineage, plan_identity, write_priority
 
-__all__ = ["SqlExecution", "extract_root_execution", "parse_formatted_plan"]
+__all__ = ["SqlExecution", "extract_root_execution", "parse_formatted_plan", "plan_from_info"]
 
 _L = "org.apache.spark.sql.catalyst.plans.logical."
 _C = "org.apache.spark.sql.execution.command."
@@ -180,6 +180,40 @@ def parse_formatted_plan(text: str) -> FormattedPlan:
                 last = list(current.details)[-1]
                 current.details[last] += "\n" + line
     return FormattedPlan(roots=roots, subqueries=subqueries, nodes=nodes, cut=bool(_CUT_TEXT.search(text)))
+
+
+def plan_from_info(info: Mapping[str, Any]) -> FormattedPlan:
+    """The start event's ``sparkPlanInfo`` tree as a (cut) formatted plan: read when the plan text was cut
+    by ``spark.sql.maxPlanStringLength``. It keeps the write command's arguments and the scans' tables and
+    locations, enough for table-level lineage; the other nodes come without their details."""
+    nodes: dict[int, TextNode] = {}
+    counter = 0
+
+    def build(item: Mapping[str, Any]) -> TextNode:
+        nonlocal counter
+        counter += 1
+        name = str(item.get("nodeName") or "")
+        simple = str(item.get("simpleString") or "")
+        meta = item.get("metadata") if isinstance(item.get("metadata"), Mapping) else {}
+        node = TextNode(id=counter, label=re.sub(r" \(\d+\)$", "", name), has_details=True)
+        nodes[node.id] = node
+        if name.startswith("Execute ") and simple.startswith(name):
+            node.details["Arguments"] = simple[len(name) :].strip()
+        elif name.startswith("Scan "):
+            m = re.match(r"^\w*Scan \S+ [^\[\s]*\[([^\]]*)\]", simple)
+            if m is not None:
+                node.details["Output"] = "[" + m.group(1) + "]"
+            for key in ("Location", "ReadSchema"):
+                if isinstance(meta, Mapping) and isinstance(meta.get(key), str):
+                    node.details[key] = meta[key]
+        kids = item.get("children")
+        for child in kids if isinstance(kids, list) else []:
+            if isinstance(child, Mapping):
+                node.children.append(build(child))
+        return node
+
+    root = build(info)
+    return FormattedPlan(roots=[root], subqueries=[], nodes=nodes, cut=True)
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -1185,9 +1219,14 @@ def _drop_inferred_not_null(cond: str, join_keys: set[str]) -> str:
 # Entry point
 
 
-def _plan_text(ex: SqlExecution) -> str:
+def _read_plan(ex: SqlExecution) -> FormattedPlan:
+    """The execution's plan text; its ``sparkPlanInfo`` when the text was cut."""
     text = ex.start.get("physicalPlanDescription")
-    return text if isinstance(text, str) else ""
+    plan = parse_formatted_plan(text if isinstance(text, str) else "")
+    info = ex.start.get("sparkPlanInfo")
+    if plan.cut and isinstance(info, Mapping):
+        return plan_from_info(info)
+    return plan
 
 
 def extract_root_execution(
@@ -1206,7 +1245,7 @@ def extract_root_execution(
     leaves: list[dict[str, Any]] = []
     problems: list[Problem] = []
     writes: list[tuple[int, int, list[dict[str, Any]], dict[str, Any], bool, _Converter]] = []
-    parsed = [(x, parse_formatted_plan(_plan_text(x))) for x in ordered]
+    parsed = [(x, _read_plan(x)) for x in ordered]
     # the physical scans first: their paths and types serve every execution of the group
     for x, plan in parsed:
         conv = _Converter(plan, x.execution_id, types)

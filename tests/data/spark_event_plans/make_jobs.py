@@ -279,7 +279,7 @@ _KEEP = {
         "time",
         "physicalPlanDescription",
     ),
-    "SparkListenerSQLAdaptiveExecutionUpdate": ("Event", "executionId", "physicalPlanDescription"),
+    "SparkListenerSQLAdaptiveExecutionUpdate": ("Event", "executionId"),  # its plan text is not read
     "SparkListenerSQLExecutionEnd": ("Event", "executionId", "time", "errorMessage"),
 }
 
@@ -289,14 +289,22 @@ def extract(out: Path, dest: Path) -> None:
     reader does not use), and the hook's lineage per shape in the compact form the tests compare."""
     dest.mkdir(parents=True, exist_ok=True)
     (log,) = sorted((out / "eventlog").iterdir())
+    shapes: set[int] = set()  # the executions of the shapes (not the setup statements)
     with log.open(encoding="utf-8") as f, (dest / "events.jsonl").open("w", encoding="utf-8") as w:
         for line in f:
             if _SQL_EVENT not in line:
                 continue
             event = json.loads(line)
+            if str(event.get("description", "")).startswith("shape:"):
+                shapes.add(int(event["executionId"]))
+            if int(event["executionId"]) not in shapes:
+                continue
             keep = _KEEP.get(event["Event"].rsplit(".", 1)[-1])
             if keep is not None:
-                w.write(json.dumps({k: event[k] for k in keep if k in event}, sort_keys=True) + "\n")
+                kept = {k: event[k] for k in keep if k in event}
+                if "more characters" in str(event.get("physicalPlanDescription", ""))[-200:]:
+                    kept["sparkPlanInfo"] = event.get("sparkPlanInfo")  # read when the text was cut
+                w.write(json.dumps(kept, sort_keys=True) + "\n")
     with (
         (out / "hook.jsonl").open(encoding="utf-8") as f,
         (dest / "hook.jsonl").open("w", encoding="utf-8") as w,
