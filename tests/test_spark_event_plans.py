@@ -25,12 +25,20 @@ _START = "SparkListenerSQLExecutionStart"
 
 @cache
 def groups(version: str) -> dict[str, list[list[SqlExecution]]]:
-    """shape -> its root executions, each with the executions nested in it."""
+    """shape -> its root executions, each with the executions nested in it (of every run's log)."""
+    out: dict[str, list[list[SqlExecution]]] = defaultdict(list)
+    for path in sorted((DATA / version).glob("events*.jsonl")):
+        for shape, execs in _groups(path):
+            out[shape].append(execs)
+    return out
+
+
+def _groups(path: Path) -> list[tuple[str, list[SqlExecution]]]:
     starts: dict[int, dict[str, Any]] = {}
     lines: dict[int, int] = {}
     adaptive: dict[int, list[dict[str, Any]]] = defaultdict(list)
     ends: dict[int, dict[str, Any]] = {}
-    with (DATA / version / "events.jsonl").open(encoding="utf-8") as f:
+    with path.open(encoding="utf-8") as f:
         for n, line in enumerate(f, 1):
             event = json.loads(line)
             kind = event["Event"].rsplit(".", 1)[-1]
@@ -47,21 +55,22 @@ def groups(version: str) -> dict[str, list[list[SqlExecution]]]:
         by_root[xid if root is None else int(root)].append(
             SqlExecution(xid, root, start, tuple(adaptive[xid]), ends.get(xid), lines[xid])
         )
-    out: dict[str, list[list[SqlExecution]]] = defaultdict(list)
+    out = []
     for root in sorted(by_root):
         execs = by_root[root]
         desc = str(execs[0].start.get("description") or "")
-        out[desc.removeprefix("shape:") if desc.startswith("shape:") else "setup"].append(execs)
+        out.append((desc.removeprefix("shape:") if desc.startswith("shape:") else "setup", execs))
     return out
 
 
 @cache
 def hook(version: str) -> dict[str, list[dict[str, Any]]]:
     out: dict[str, list[dict[str, Any]]] = defaultdict(list)
-    with (DATA / version / "hook.jsonl").open(encoding="utf-8") as f:
-        for line in f:
-            entry = json.loads(line)
-            out[entry.pop("shape")].append(entry)
+    for path in sorted((DATA / version).glob("hook*.jsonl")):
+        with path.open(encoding="utf-8") as f:
+            for line in f:
+                entry = json.loads(line)
+                out[entry.pop("shape")].append(entry)
     return out
 
 

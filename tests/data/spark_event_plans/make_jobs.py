@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 
-def main(out: Path) -> None:
+def main(out: Path, only: set[str] | None = None) -> None:
     from pyspark.sql import SparkSession
 
     import atlas_bridge.spark.plan as plan_mod
@@ -92,6 +92,8 @@ def main(out: Path) -> None:
     assert handle.flush(timeout=60)
 
     def run(name: str, fn: Any) -> None:
+        if only is not None and name not in only:
+            return
         shape["name"] = name
         spark.sparkContext.setJobDescription(f"shape:{name}")
         try:
@@ -247,6 +249,22 @@ def main(out: Path) -> None:
         "insert_from_path",
         lambda: spark.read.parquet(str(paths / "p1")).where("id > 0").write.insertInto("path_ins"),
     )
+    # shapes of the second run (``--only``): a Hive CTAS, a Python UDF, GROUP BY without an aggregate
+    run(
+        "hive_ctas",
+        lambda: sql(
+            "CREATE TABLE hive_ctas STORED AS TEXTFILE AS SELECT id, upper(name) AS name FROM hive_src WHERE id > 0"
+        ),
+    )
+
+    def python_udf() -> None:
+        from pyspark.sql.functions import udf
+
+        spark.udf.register("plus_one", udf(lambda x: x + 1.0, "double"))
+        sql("INSERT INTO short_ins SELECT id, plus_one(amount) FROM src")
+
+    run("python_udf", python_udf)
+    run("group_by_no_aggregate", lambda: sql("INSERT INTO top_ins SELECT tag, tag FROM src GROUP BY tag"))
     # plans Spark cuts: a list longer than spark.sql.debug.maxToStringFields, a text longer than
     # spark.sql.maxPlanStringLength
     run(
@@ -336,4 +354,5 @@ if __name__ == "__main__":
         extract(Path(sys.argv[2]), Path(sys.argv[3]))
     else:
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-        main(Path(sys.argv[1]))
+        only = set(sys.argv[3].split(",")) if len(sys.argv) > 3 and sys.argv[2] == "--only" else None
+        main(Path(sys.argv[1]), only)
