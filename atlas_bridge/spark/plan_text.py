@@ -141,8 +141,7 @@ def parse_formatted_plan(text: str) -> FormattedPlan:
             current = None
             continue
         head = _DETAIL_HEAD.match(line)
-        if (head and not stack and current is None) or (head and not in_tree):
-            assert head is not None
+        if head is not None and not in_tree:  # "(3) Filter": the details of node 3 follow
             node = nodes.get(int(head.group("id")))
             if node is not None:
                 node.has_details = True
@@ -690,6 +689,7 @@ _WALK_THROUGH = {
     "EventTimeWatermark",
     "SortAggregate",  # partial stages only; finals are handled as aggregates below
 }
+_PYTHON_EVAL = {"BatchEvalPython", "ArrowEvalPython", "BatchEvalPythonUDTF", "ArrowEvalPythonUDTF"}
 _AGGREGATE_NODES = {"HashAggregate", "SortAggregate", "ObjectHashAggregate", "MergingSessions"}
 _JOIN_NODES = {
     "BroadcastHashJoin",
@@ -961,6 +961,16 @@ class _Converter:
             return _PlanNode(_L + "Expand", f, kids)
         if name == "Union":
             return _PlanNode(_L + "Union", f, kids)
+        if name in _PYTHON_EVAL:
+            # [udf(a#1)#9, ...], [pythonUDF0#10, ...]: the child's columns, then each UDF's result
+            a = self.args(node)
+            udfs = _list(a[0]) if a else []
+            udf_outs = _list(a[1]) if len(a) > 1 else []
+            proj = self.es(d.get("Input", "[]"))
+            for udf_text, result in zip(udfs, udf_outs, strict=False):
+                udf_call = re.sub(r"#\d+L?$", "", udf_text)
+                proj.append(self.e(f"{udf_call} AS {result}"))
+            return _PlanNode(_L + "Project", {"projectList": proj}, kids)
         if name in ("Sort", "TakeOrderedAndProject"):
             a = self.args(node)
             if name == "Sort" and (len(a) < 2 or a[1] != "true"):
