@@ -628,8 +628,12 @@ class _PlanNode:
 
 
 def _ident_text(text: str) -> dict[str, str] | None:
-    """`` `cat`.`db`.`t` `` or ``cat.db.t`` -> a TableIdentifier-like dict."""
+    """`` `cat`.`db`.`t` ``, ``cat.db.t`` or ``[Database: db, TableName: t]`` -> a TableIdentifier-like
+    dict."""
     t = text.strip()
+    m = re.match(r"^\[Database: ([^,\]]+), TableName: ([^,\]]+)\]$", t)
+    if m is not None:
+        return {"database": m.group(1).strip(), "table": m.group(2).strip()}
     parts = re.findall(r"`((?:[^`]|``)*)`", t) if "`" in t else t.split(".")
     parts = [p.replace("``", "`") for p in parts if p]
     if not parts:
@@ -792,6 +796,12 @@ class _Converter:
                 f["catalogTable"] = {"identifier": _ident_text(a[2]), "provider": a[0]}
             return _PlanNode(_D + "LogicalRelation", f)
         if name == "HiveTableRelation":
+            if a and a[0].startswith("`"):  # `cat`.`db`.`t`, <serde>, [output]
+                cols = next((x for x in a[1:] if x.startswith("[")), "[]")
+                return _PlanNode(
+                    _L.replace("plans.logical.", "catalog.") + "HiveTableRelation",
+                    {"tableMeta": {"identifier": _ident_text(a[0])}, "dataCols": self.es(cols)},
+                )
             return self.hive_relation(node.details.get("Arguments", node.label))
         if name in ("Project",):
             f["projectList"] = self.es(node.details.get("Arguments", "[]"))
@@ -901,8 +911,11 @@ class _Converter:
             )
         if name in _AGGREGATE_NODES:
             functions = _list(d.get("Functions", "[]"))
-            if not functions or any(fn.startswith(("partial_", "merge_")) for fn in functions):
-                # a partial stage, or a DISTINCT (no aggregate function: the analyzed plan has Distinct)
+            if any(fn.startswith(("partial_", "merge_")) for fn in functions):
+                return kids[0] if kids else _PlanNode(_L + "LocalRelation")  # a partial stage
+            if not functions and _list(d.get("Results", "[]")) == _list(d.get("Keys", "[]")):
+                # no aggregate function and the keys are the output: a DISTINCT (the analyzed plan the hook
+                # reads has Distinct there, which restricts nothing) -- or GROUP BY the whole select list
                 return kids[0] if kids else _PlanNode(_L + "LocalRelation")
             attrs = _list(d.get("Aggregate Attributes", "[]"))
             subst = {}
@@ -1066,7 +1079,7 @@ class _Converter:
         ):
             key = "table" if name == "CreateDataSourceTableAsSelectCommand" else "tableDesc"
             f[key] = {"identifier": _ident_text(a[0]) if a else None}
-            f["outputColumnNames"] = a[-1] if a and a[-1].startswith("[") else None
+            f["outputColumnNames"] = a[-1] if len(a) > 1 and a[-1].startswith("[") else None
         elif name == "SaveAsV1TableCommand":
             return None  # its query is printed as one line: the CTAS it runs carries the plan
         elif name == "InsertIntoDataSourceDirCommand":
@@ -1107,7 +1120,7 @@ class _Converter:
             table = next((x for x in a if x.startswith("`")), None)
             if table is not None:
                 f["catalogTable"] = {"identifier": _ident_text(table), "provider": write.get("format")}
-            f["outputColumnNames"] = a[-1] if a and a[-1].startswith("[") else None
+            f["outputColumnNames"] = a[-1] if len(a) > 1 and a[-1].startswith("[") else None
             facts["write"] = write
         elif cmd_name == "InsertIntoHiveTable":
             f["table"] = {"identifier": _ident_text(a[0]) if a else None}
@@ -1116,7 +1129,7 @@ class _Converter:
             f["outputColumnNames"] = names
         elif cmd_name in ("CreateHiveTableAsSelectCommand", "OptimizedCreateHiveTableAsSelectCommand"):
             f["tableDesc"] = {"identifier": _ident_text(a[0]) if a else None}
-            f["outputColumnNames"] = a[-1] if a and a[-1].startswith("[") else None
+            f["outputColumnNames"] = a[-1] if len(a) > 1 and a[-1].startswith("[") else None
         elif cmd_name == "InsertIntoHiveDirCommand":
             m = re.search(r"Location: ([^,)]+)", node.details.get("Arguments", ""))
             f["storage"] = {"locationUri": m.group(1).strip() if m else None}

@@ -302,13 +302,13 @@ _KEEP = {
 }
 
 
-def extract(out: Path, dest: Path) -> None:
+def extract(out: Path, dest: Path, suffix: str = "") -> None:
     """Keep what the tests need: the SQL execution events of the shapes (without ``sparkPlanInfo``, which the
     reader does not use), and the hook's lineage per shape in the compact form the tests compare."""
     dest.mkdir(parents=True, exist_ok=True)
     (log,) = sorted((out / "eventlog").iterdir())
     shapes: set[int] = set()  # the executions of the shapes (not the setup statements)
-    with log.open(encoding="utf-8") as f, (dest / "events.jsonl").open("w", encoding="utf-8") as w:
+    with log.open(encoding="utf-8") as f, (dest / f"events{suffix}.jsonl").open("w", encoding="utf-8") as w:
         for line in f:
             if _SQL_EVENT not in line:
                 continue
@@ -325,7 +325,7 @@ def extract(out: Path, dest: Path) -> None:
                 w.write(json.dumps(kept, sort_keys=True) + "\n")
     with (
         (out / "hook.jsonl").open(encoding="utf-8") as f,
-        (dest / "hook.jsonl").open("w", encoding="utf-8") as w,
+        (dest / f"hook{suffix}.jsonl").open("w", encoding="utf-8") as w,
     ):
         for line in f:
             entry = json.loads(line)
@@ -351,7 +351,7 @@ def extract(out: Path, dest: Path) -> None:
 
 if __name__ == "__main__":
     if sys.argv[1] == "--extract":
-        extract(Path(sys.argv[2]), Path(sys.argv[3]))
+        extract(Path(sys.argv[2]), Path(sys.argv[3]), sys.argv[4] if len(sys.argv) > 4 else "")
     else:
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
         only = set(sys.argv[3].split(",")) if len(sys.argv) > 3 and sys.argv[2] == "--only" else None
