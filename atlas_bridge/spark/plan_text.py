@@ -249,16 +249,20 @@ def _split_top(text: str, sep: str = ",") -> list[str]:
 
 
 def _find_top(text: str, word: str, start: int = 0) -> int:
-    """Index of ``word`` outside brackets, or -1."""
+    """Index of ``word`` outside brackets, at or after ``start``, or -1."""
+    i = text.find(word, start)
     depth = 0
-    for i in range(len(text)):
-        ch = text[i]
-        if ch in "([{":
-            depth += 1
-        elif ch in ")]}":
-            depth -= 1
-        elif depth == 0 and i >= start and text.startswith(word, i):
+    done = 0  # brackets counted up to here
+    while i >= 0:
+        for ch in text[done:i]:
+            if ch in "([{":
+                depth += 1
+            elif ch in ")]}":
+                depth -= 1
+        done = i
+        if depth == 0:
             return i
+        i = text.find(word, i + 1)
     return -1
 
 
