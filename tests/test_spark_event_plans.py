@@ -234,3 +234,10 @@ def test_formatted_plan_tree_children_and_inner_nodes() -> None:
     assert query.name == "Aggregate"
     assert [c.name for c in query.children] == ["Filter"]
     assert query.details["Arguments"].startswith("[country#")
+
+
+def test_an_execution_without_plan_text_is_a_problem_not_an_error() -> None:
+    start = {"executionId": 3, "rootExecutionId": 3, "description": "x"}
+    res = extract_root_execution([SqlExecution(3, 3, start, (), {"executionId": 3}, 12)])
+    assert not res.lineage.processes
+    assert [p.message for p in res.problems] == ["execution 3 (line 12): no plan text to read"]

@@ -1284,6 +1284,13 @@ def extract_root_execution(
         leaves.extend(conv.leaves)
     for x, plan in parsed:
         if not plan.roots:
+            problems.append(
+                Problem(
+                    message=f"execution {x.execution_id} (line {x.line}): no plan text to read",
+                    severity=Severity.WARNING,
+                    kind="parse",
+                )
+            )
             continue
         conv = _Converter(plan, x.execution_id, types, x.line)
         try:
