@@ -268,8 +268,8 @@ def test_lineage_of_a_file_with_crashing_statements_keeps_the_good_ones_without_
     result = CliRunner().invoke(cli, ["lineage", str(script), "--dialect", "mysql"])
     assert result.exit_code == 1, result.output  # the bad statements are errors ...
     assert "Traceback" not in result.output
-    assert "src_one.x -> fdd -> keep_one.a" in result.output  # ... and their neighbours keep their lineage
-    assert "src_two.z -> fdd -> keep_two.b" in result.output
+    assert "src_one.x -> direct -> keep_one.a" in result.output  # ... and their neighbours keep their lineage
+    assert "src_two.z -> direct -> keep_two.b" in result.output
     assert f"{script}:2" in result.output
 
 
