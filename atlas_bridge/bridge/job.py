@@ -912,6 +912,23 @@ def statement_progress(statements: int, done_bytes: int, total_bytes: int) -> tu
     return statements, max(statements, round(statements * total_bytes / done_bytes))
 
 
+def progress_line(
+    done: int, total: int, tasks: int, partitions: int, done_bytes: int, total_bytes: int
+) -> str:
+    """The extraction's progress as a log line; an estimate only once there is one.
+
+    >>> progress_line(0, 0, 0, 7, 0, 7_100)
+    'extraction: 0 statement(s) done, 0/7 partition(s), 0 B of 7.1 KB read'
+    >>> progress_line(800, 2_000, 3, 8, 2_000_000, 5_000_000)
+    'extraction: 800 statement(s) done (of about 2000), 3/8 partition(s), 2.0 MB of 5.0 MB read'
+    """
+    about = f" (of about {total})" if total else ""
+    return (
+        f"extraction: {done} statement(s) done{about}, {tasks}/{partitions} partition(s),"
+        f" {human_bytes(done_bytes)} of {human_bytes(total_bytes)} read"
+    )
+
+
 def human_bytes(n: int) -> str:
     """A size as people read it.
 
@@ -981,12 +998,6 @@ class _ProgressTracker:
             last = (done, total)
             if time.monotonic() - last_log >= 10:
                 logger.info(
-                    "extraction: %d statement(s) done%s, %d/%d partition(s), %s of %s read",
-                    done,
-                    f" (of about {total})" if total else "",
-                    tasks,
-                    self._total,
-                    human_bytes(done_bytes),
-                    human_bytes(self._total_bytes),
+                    "%s", progress_line(done, total, tasks, self._total, done_bytes, self._total_bytes)
                 )
                 last_log = time.monotonic()
