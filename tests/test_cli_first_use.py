@@ -196,7 +196,9 @@ def test_a_404_keeps_the_batches_in_unsent_and_says_to_check_the_address(
     with FaultServer() as srv:
         srv.add(Fault("status", status=404, body="<html>Not Found</html>", times=None))
         out = tmp_path / "out"
-        result = CliRunner().invoke(cli, ["scan", str(_estate(tmp_path)), "--atlas", srv.url, "--out", str(out)])
+        result = CliRunner().invoke(
+            cli, ["scan", str(_estate(tmp_path)), "--atlas", srv.url, "--out", str(out)]
+        )
     assert result.exit_code == 1, result.output
     assert "check the address" in result.output
     assert "marts.big_orders@primary" in _entities(out / "unsent")
@@ -310,7 +312,9 @@ def test_text_output_says_direct_and_indirect(tmp_path: Path) -> None:
 
 
 def test_help_texts_have_no_double_backticks_and_name_the_default_dialect() -> None:
-    def commands(group: click.Group, path: tuple[str, ...] = ()) -> list[tuple[tuple[str, ...], click.Command]]:
+    def commands(
+        group: click.Group, path: tuple[str, ...] = ()
+    ) -> list[tuple[tuple[str, ...], click.Command]]:
         out: list[tuple[tuple[str, ...], click.Command]] = []
         for name, cmd in group.commands.items():
             out.append(((*path, name), cmd))

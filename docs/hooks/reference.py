@@ -102,7 +102,9 @@ def cli_reference() -> str:
             names = ", ".join(f"`{o}`" for o in [*param.opts, *param.secondary_opts])
             default = param.get_default(ctx, call=False)
             default = None if callable(default) or type(default).__name__ == "Sentinel" else default
-            shown = "-" if default in (None, False, (), "") or param.is_flag and not default else f"`{default}`"
+            shown = (
+                "-" if default in (None, False, (), "") or (param.is_flag and not default) else f"`{default}`"
+            )
             if isinstance(param.type, click.Choice):
                 names += " (" + " \\| ".join(f"`{c}`" for c in param.type.choices) + ")"
             rows.append(f"| {names} | {shown} | {_cell(param.help or '')} |")
