@@ -153,8 +153,10 @@ def test_unreachable_atlas_is_one_clear_line_said_before_spark_starts(tmp_path: 
     assert said.startswith(f"error: cannot reach Atlas at http://127.0.0.1:{port}: connection refused"), said
     assert f"kept in {tmp_path / 'out' / 'unsent'}" in said
     before = "".join(lines[:-1])
-    assert "extract" not in before and "Spark" not in before, before
-    assert "Max retries" not in said and "HTTPConnection" not in said
+    assert "extract" not in before, before
+    assert "Spark" not in before, before
+    assert "Max retries" not in said
+    assert "HTTPConnection" not in said
 
 
 def test_retries_say_what_they_are_waiting_for(caplog: pytest.LogCaptureFixture) -> None:
@@ -165,7 +167,8 @@ def test_retries_say_what_they_are_waiting_for(caplog: pytest.LogCaptureFixture)
     said = [r.getMessage() for r in caplog.records]
     assert len(said) == 2, said
     assert said[0].startswith(f"cannot reach Atlas at http://127.0.0.1:{port}: connection refused")
-    assert "retry 1 of 2 in" in said[0] and "retry 2 of 2 in" in said[1]
+    assert "retry 1 of 2 in" in said[0]
+    assert "retry 2 of 2 in" in said[1]
 
 
 def test_a_silent_server_is_told_within_seconds(
@@ -178,9 +181,11 @@ def test_a_silent_server_is_told_within_seconds(
         policy = RetryPolicy(deadline_s=3.0, give_up_after_s=3.0)
         client = AtlasClient(srv.url, retries=0, backoff=0, policy=policy, timeout=(1.0, 10.0))
         started = time.time()
-        with caplog.at_level(logging.WARNING, "atlas_bridge.atlas.client"):
-            with pytest.raises(AtlasUnavailableError):
-                client.get_typedef_headers()
+        with (
+            caplog.at_level(logging.WARNING, "atlas_bridge.atlas.client"),
+            pytest.raises(AtlasUnavailableError),
+        ):
+            client.get_typedef_headers()
     notices = [r for r in caplog.records if "still waiting for Atlas" in r.getMessage()]
     assert len(notices) == 1
     assert notices[0].created - started < 2.0
@@ -221,7 +226,8 @@ def test_with_no_atlas_the_hooks_sink_says_once_where_the_lineage_went(
             sink.emit({"entities": [{"typeName": "DataSet", "attributes": {"qualifiedName": f"t{i}"}}]})
     said = [r.getMessage() for r in caplog.records if str(folder) in r.getMessage()]
     assert len(said) == 1, said
-    assert f"atlas-bridge push {folder}" in said[0] and f"atlas-bridge page {folder}" in said[0]
+    assert f"atlas-bridge push {folder}" in said[0]
+    assert f"atlas-bridge page {folder}" in said[0]
 
 
 def _table(qn: str) -> dict[str, Any]:
@@ -238,13 +244,15 @@ def test_page_draws_any_folder_of_payloads(tmp_path: Path) -> None:
     result = CliRunner().invoke(cli, ["page", str(unsent), str(spool), "-o", str(page)])
     assert result.exit_code == 0, result.output
     html = page.read_text(encoding="utf-8")
-    assert "sales.orders" in html and "marts.big_orders" in html
+    assert "sales.orders" in html
+    assert "marts.big_orders" in html
     empty = CliRunner().invoke(cli, ["page", str(tmp_path / "out" / "unsent" / ".."), "-o", str(page)])
     assert empty.exit_code == 0  # the parent holds unsent/: found at any depth
     nothing = tmp_path / "nothing"
     nothing.mkdir()
     none = CliRunner().invoke(cli, ["page", str(nothing), "-o", str(tmp_path / "x.html")])
-    assert none.exit_code == 1 and "nothing to draw" in none.output
+    assert none.exit_code == 1
+    assert "nothing to draw" in none.output
 
 
 # --- lineage reads inputs as scan does --------------------------------------------------------------------
@@ -341,7 +349,8 @@ def test_sqlglot_warnings_stay_off_the_terminal(tmp_path: Path) -> None:
         check=False,
     )
     assert done.returncode == 0, done.stderr
-    assert "sqlglot" not in done.stderr and "unsupported syntax" not in done.stderr
+    assert "sqlglot" not in done.stderr
+    assert "unsupported syntax" not in done.stderr
     assert done.stdout.strip() == "c.a -> direct -> b.a"
 
 
@@ -354,8 +363,17 @@ def test_a_scan_prints_no_spark_start_up_lines(tmp_path: Path) -> None:
     out = tmp_path / "out"
     env = {k: v for k, v in os.environ.items() if k not in ("ATLAS_BRIDGE_REST_ADDRESS", "ATLAS_CONF")}
     done = subprocess.run(
-        [sys.executable, "-m", "atlas_bridge", "scan", str(_estate(tmp_path)), "--master", "local[1]"]
-        + ["--to", str(out)],
+        [
+            sys.executable,
+            "-m",
+            "atlas_bridge",
+            "scan",
+            str(_estate(tmp_path)),
+            "--master",
+            "local[1]",
+            "--to",
+            str(out),
+        ],
         capture_output=True,
         text=True,
         timeout=600,
@@ -370,8 +388,15 @@ def test_a_scan_prints_no_spark_start_up_lines(tmp_path: Path) -> None:
 
 def test_pytest_q_prints_no_accuracy_lines() -> None:
     done = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"]
-        + [str(ROOT / "tests" / "test_sql_accuracy.py") + "::test_scores_by_group"],
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            str(ROOT / "tests" / "test_sql_accuracy.py") + "::test_scores_by_group",
+        ],
         capture_output=True,
         text=True,
         timeout=300,

@@ -176,7 +176,8 @@ def test_example_runs(block: Block, workspace: Path) -> None:
 
 def _reference() -> ModuleType:
     spec = importlib.util.spec_from_file_location("docs_reference", ROOT / "docs" / "hooks" / "reference.py")
-    assert spec is not None and spec.loader is not None
+    assert spec is not None
+    assert spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -218,7 +219,8 @@ def test_mkdocs_runs_the_reference_hook() -> None:
     config = (ROOT / "mkdocs.yml").read_text(encoding="utf-8")
     assert "docs/hooks/reference.py" in config
     filled = _reference().fill("a\n<!-- generated: settings -->\n<!-- generated: cli -->\n")
-    assert "<!-- generated" not in filled and "ATLAS_BRIDGE_REST_ADDRESS" in filled
+    assert "<!-- generated" not in filled
+    assert "ATLAS_BRIDGE_REST_ADDRESS" in filled
 
 
 def test_the_readme_is_short_and_free_of_project_internals() -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ast
 import inspect
+import itertools
 from typing import Any
 
 MARKERS = {
@@ -23,7 +24,7 @@ def _field_docs(cls: type) -> dict[str, str]:
     tree = ast.parse(inspect.getsource(cls))
     body = tree.body[0].body  # type: ignore[attr-defined]
     docs: dict[str, str] = {}
-    for stmt, nxt in zip(body, body[1:], strict=False):
+    for stmt, nxt in itertools.pairwise(body):
         if (
             isinstance(stmt, ast.AnnAssign)
             and isinstance(stmt.target, ast.Name)
@@ -57,7 +58,8 @@ def settings_reference() -> str:
     keys.setdefault("namespace", []).extend(["atlas.metadata.namespace", "atlas.cluster.name"])
     docs = _field_docs(Settings)
     lines = [
-        "| setting | default | environment variable | properties key (Spark conf: `spark.` + key) | what it is |",
+        "| setting | default | environment variable | properties key (Spark conf: `spark.` + key)"
+        " | what it is |",
         "| --- | --- | --- | --- | --- |",
     ]
     for name, field in Settings.model_fields.items():
