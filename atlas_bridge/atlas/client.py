@@ -922,7 +922,6 @@ _REASONS: tuple[tuple[type[BaseException], str], ...] = (
     (ConnectionAbortedError, "connection aborted"),
     (socket.gaierror, "host name not found"),
     (socket.timeout, "connection timed out"),
-    (ssl.SSLError, "TLS handshake failed"),
 )
 
 
@@ -940,6 +939,10 @@ def connection_reason(exc: BaseException) -> str:
         if e is None or id(e) in seen:
             continue
         seen.add(id(e))
+        if isinstance(e, ssl.SSLError):  # what the check said (CERTIFICATE_VERIFY_FAILED...) is what to fix
+            verify, reason = getattr(e, "verify_message", None), getattr(e, "reason", None)
+            said = "TLS handshake failed" + (f": {verify}" if verify else "")
+            return said + (f" ({reason})" if reason else "")
         for kind, words in _REASONS:
             if isinstance(e, kind):
                 return words
