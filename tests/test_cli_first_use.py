@@ -298,6 +298,14 @@ def test_lineage_reads_a_query_log_as_scan_does() -> None:
     assert "STRUCT" not in result.output  # once read as one SQL script of JSON
 
 
+def test_lineage_still_reads_a_file_named_otherwise_as_sql(tmp_path: Path) -> None:
+    script = tmp_path / "job.q"
+    script.write_text("INSERT INTO b SELECT a FROM c;\n", encoding="utf-8")
+    result = _lineage(str(script))
+    assert result.exit_code == 0, result.output
+    assert result.output.strip() == "c.a -> direct -> b.a"
+
+
 def test_parse_errors_quote_the_offending_token(tmp_path: Path) -> None:
     script = tmp_path / "bad.sql"
     script.write_text("SELECT a FRM t;\n", encoding="utf-8")

@@ -694,7 +694,7 @@ class AtlasClient:
             wait = min(policy.wait(attempt, last.retry_after), max(0.0, remaining))
             # Said at WARNING: a user watching a terminal sees what the pause is for, not silence.
             logger.warning(
-                "%s; retry %d of %d in %.0fs (gives up after %gs in all)",
+                "%s; retry %d of %d in %.1fs (gives up after %gs in all)",
                 last.error,
                 attempt,
                 policy.retries,
@@ -851,9 +851,6 @@ class AtlasClient:
             " addresses: add that address to atlas.rest.address"
         )
         return AtlasError(msg, status_code=response.status_code, url=url)
-
-    def _reason(self, exc: Exception) -> str:
-        return self._scrub(str(exc))[:300]
 
     def _excerpt(self, text: str) -> str:
         """The scrubbed start of a text from elsewhere. Of a long body only a window is scrubbed (scrubbing

@@ -72,7 +72,6 @@ def learned_schema(
 ) -> tuple[SchemaIndex, int]:
     """The schema the files' own DDL defines (any order across files), with ``schema`` over it (it wins);
     and the number of tables learned."""
-    from atlas_bridge.bridge.inputs import classify_file
     from atlas_bridge.bridge.schema import learn_locally, schema_index
     from atlas_bridge.bridge.types import InputFile, ScanOptions, WorkUnit
 
@@ -80,7 +79,7 @@ def learned_schema(
     units = []
     for path in files:
         try:
-            kind = classify_file(path)
+            kind = input_kind(path)
             if _skip_reason(path, kind) is not None:
                 continue
         except OSError:
@@ -106,6 +105,17 @@ def _read_query_log(
     unit = WorkUnit(InputFile(str(path), str(path), InputKind.QUERY_LOG, path.stat().st_size))
     result = extract_unit(unit, options, schema if isinstance(schema, SchemaIndex) else None)
     return ExtractionResult(lineage=result.lineage, problems=result.problems)
+
+
+def input_kind(path: Path, query_field: str | None = None) -> str:
+    """The kind ``scan`` gives a file; a file named on the command line with a suffix ``scan`` does not
+    look for (``report.txt``, ``job.q``) is read as a SQL script, as it always was."""
+    from atlas_bridge.bridge.inputs import LOG_SUFFIXES, SQL_SUFFIXES, SQLFLOW_SUFFIXES, classify_file
+    from atlas_bridge.bridge.types import InputKind
+
+    if path.suffix.lower() not in (*SQL_SUFFIXES, *LOG_SUFFIXES, *SQLFLOW_SUFFIXES):
+        return InputKind.SQL
+    return classify_file(path, query_field=query_field)
 
 
 def _skip_reason(path: Path, kind: str) -> str | None:
@@ -284,12 +294,11 @@ def lineage_command(
     chained = fmt != "text" if chain is None else chain
     # Printed end to end only (text, or json without chains): a big script's pieces collapse as they come.
     collapse = fmt in ("text", "json") and level == "column" and not chained
-    from atlas_bridge.bridge.inputs import classify_file
     from atlas_bridge.bridge.types import InputKind
 
     for path in files:
         try:
-            kind = classify_file(path, query_field=query_field)
+            kind = input_kind(path, query_field)
             skip = _skip_reason(path, kind)
             if skip is not None:
                 click.echo(f"{path}: warning: {skip}", err=True)
