@@ -514,7 +514,8 @@ def test_short_password_does_not_garble_messages() -> None:
     with pytest.raises(AtlasUnavailableError) as info:
         client.get_typedef_headers()
     assert "***" not in str(info.value)
-    assert "Connection refused" in str(info.value)
+    assert "cannot reach Atlas at http://127.0.0.1:" in str(info.value)
+    assert "connection refused" in str(info.value)
 
 
 # -- the output folder -----------------------------------------------------------------------------

@@ -114,7 +114,7 @@ def test_common_dialect_aliases_are_taken(alias: str, tmp_path: Path) -> None:
     script.write_text("insert into s.a select x from s.b", encoding="utf-8")
     result = CliRunner().invoke(cli, ["lineage", str(script), "--dialect", alias])
     assert result.exit_code == 0, result.output
-    assert "s.b.x -> fdd -> s.a.x" in result.output
+    assert "s.b.x -> direct -> s.a.x" in result.output
 
 
 def test_an_empty_folder_says_so_and_fails_unless_allowed(tmp_path: Path) -> None:
@@ -268,8 +268,8 @@ def test_lineage_of_a_file_with_crashing_statements_keeps_the_good_ones_without_
     result = CliRunner().invoke(cli, ["lineage", str(script), "--dialect", "mysql"])
     assert result.exit_code == 1, result.output  # the bad statements are errors ...
     assert "Traceback" not in result.output
-    assert "src_one.x -> fdd -> keep_one.a" in result.output  # ... and their neighbours keep their lineage
-    assert "src_two.z -> fdd -> keep_two.b" in result.output
+    assert "src_one.x -> direct -> keep_one.a" in result.output  # ... and their neighbours keep their lineage
+    assert "src_two.z -> direct -> keep_two.b" in result.output
     assert f"{script}:2" in result.output
 
 
@@ -333,8 +333,8 @@ def test_a_script_saved_as_utf16_or_with_a_utf8_bom_is_read(name: str) -> None:
 def test_the_lineage_command_reads_a_utf16_script() -> None:
     result = CliRunner().invoke(cli, ["lineage", "--dialect", "tsql", str(DATA / "ssms_utf16be.sql")])
     assert result.exit_code == 0, result.output
-    assert "dbo.sales.amount -> fdd -> dbo.sales_copy.amount" in result.output
-    assert "dbo.clients.name -> fdd -> dbo.café.name" in result.output
+    assert "dbo.sales.amount -> direct -> dbo.sales_copy.amount" in result.output
+    assert "dbo.clients.name -> direct -> dbo.café.name" in result.output
 
 
 def _cte_chain(n: int) -> str:

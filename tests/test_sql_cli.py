@@ -32,10 +32,10 @@ def test_text_end_to_end_with_a_broken_statement(tmp_path: Path) -> None:
     code, out, err = run(str(path))
     assert code == 1
     assert out.splitlines() == [
-        "t2.f1 -> fdd -> v1.f1",
-        "t4.a -> fdd -> t3.a",
-        "t4.b -> fdd -> t3.b",
-        "t4.c -> fdr -> t3.PseudoRows",
+        "t2.f1 -> direct -> v1.f1",
+        "t4.a -> direct -> t3.a",
+        "t4.b -> direct -> t3.b",
+        "t4.c -> indirect -> t3 (rows)",
     ]
     assert err.splitlines() == [
         f"{path}:2:13: statement 2 error: cannot parse: Expected table name but got 'where'"
@@ -45,7 +45,7 @@ def test_text_end_to_end_with_a_broken_statement(tmp_path: Path) -> None:
 def test_chain_shows_resultsets(tmp_path: Path) -> None:
     code, out, _ = run("--chain", str(write(tmp_path, "create view v1 as select f1 from t2")))
     assert code == 0
-    assert out.splitlines() == ["RS-1.f1 -> fdd -> v1.f1", "t2.f1 -> fdd -> RS-1.f1"]
+    assert out.splitlines() == ["RS-1.f1 -> direct -> v1.f1", "t2.f1 -> direct -> RS-1.f1"]
 
 
 def test_table_level_text_and_json(tmp_path: Path) -> None:
@@ -72,7 +72,7 @@ def test_schema_dialect_and_default_db(tmp_path: Path) -> None:
     path = write(tmp_path, "insert overwrite table t select * from s")
     code, out, _ = run("--dialect", "hive", "--schema", str(schema), "--default-db", "dw", str(path))
     assert code == 0
-    assert out.splitlines() == ["dw.s.x -> fdd -> dw.t.x", "dw.s.y -> fdd -> dw.t.y"]
+    assert out.splitlines() == ["dw.s.x -> direct -> dw.t.x", "dw.s.y -> direct -> dw.t.y"]
 
 
 def test_several_files_merge_and_warnings_do_not_fail(tmp_path: Path) -> None:
@@ -81,7 +81,7 @@ def test_several_files_merge_and_warnings_do_not_fail(tmp_path: Path) -> None:
     code, out, err = run(str(a), str(b))
     assert code == 0
     assert "warning: column 'a' cannot be placed" in err
-    assert "t.x -> fdd -> u.x" in out.splitlines()
+    assert "t.x -> direct -> u.x" in out.splitlines()
 
 
 def test_bad_schema_file_is_a_usage_error(tmp_path: Path) -> None:

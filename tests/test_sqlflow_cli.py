@@ -59,7 +59,7 @@ def test_sql_in_sqlflow_out() -> None:
 def test_text_output_of_a_sqlflow_file() -> None:
     code, out, _ = _run(str(DATA / "seed000-rename.column-level.xml"))
     assert code == 0
-    assert out.splitlines() == ["t2.PseudoRows -> fdd -> t3.PseudoRows", "t2.f1 -> fdd -> v1.f1"]
+    assert out.splitlines() == ["t2 (rows) -> direct -> t3 (rows)", "t2.f1 -> direct -> v1.f1"]
 
 
 def test_unsafe_and_summary_files_fail_with_a_clear_message(tmp_path: Path) -> None:
@@ -75,5 +75,5 @@ def test_unsafe_and_summary_files_fail_with_a_clear_message(tmp_path: Path) -> N
     assert f"{summary}: error: {summary}: SQLFlow export is in summary mode" in err
     assert "root:" not in out + err
     assert (
-        "masteTable.masterColumn -> fdd -> foreignTable.foreignColumn1" in out
+        "masteTable.masterColumn -> direct -> foreignTable.foreignColumn1" in out
     )  # the good file still counts

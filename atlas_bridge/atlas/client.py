@@ -28,6 +28,7 @@ import json
 import logging
 import re
 import socket
+import ssl
 import threading
 import time
 import warnings
@@ -691,7 +692,15 @@ class AtlasClient:
             if attempt > policy.retries or remaining <= 0 or self._aborted:
                 raise self._gave_up(last, attempt, time.monotonic() - started, n, len(tried), remaining)
             wait = min(policy.wait(attempt, last.retry_after), max(0.0, remaining))
-            logger.debug("attempt %d of %s %s failed (%s); next in %.1fs", attempt, method, path, last, wait)
+            # Said at WARNING: a user watching a terminal sees what the pause is for, not silence.
+            logger.warning(
+                "%s; retry %d of %d in %.1fs (gives up after %gs in all)",
+                last.error,
+                attempt,
+                policy.retries,
+                wait,
+                policy.give_up_after_s,
+            )
             if wait > 0:
                 self._sleep(wait)
 
@@ -744,10 +753,25 @@ class AtlasClient:
         watch = _Watch()
         timer = threading.Timer(budget, watch.expire)
         timer.daemon = True
+        # A server that accepts and never answers: say so after a few seconds, not only at the deadline.
+        notice = threading.Timer(
+            min(SLOW_NOTICE_S, budget),
+            logger.warning,
+            (
+                "still waiting for Atlas at %s to answer %s %s (gives up after %.0fs)",
+                base,
+                method,
+                path,
+                budget,
+            ),
+        )
+        notice.daemon = True
         _current.watch = watch
         with self._watches_lock:
             self._watches.add(watch)
         timer.start()
+        if budget > SLOW_NOTICE_S:
+            notice.start()
         try:
             response = self.session.request(
                 method,
@@ -784,13 +808,14 @@ class AtlasClient:
                     f" (timeouts: {timeout[0]:g}s connect, {timeout[1]:g}s read)"
                 )
             else:
-                msg = f"cannot reach Atlas at {base} ({method} {path}): {self._reason(e)}"
+                msg = f"cannot reach Atlas at {base}: {connection_reason(e)} ({method} {path})"
             raise _Retryable(AtlasUnavailableError(msg, url=url)) from e
         except requests.RequestException as e:
             msg = f"request to Atlas at {base} failed ({method} {path}): {e.__class__.__name__}"
             raise AtlasError(msg, url=url) from e
         finally:
             timer.cancel()
+            notice.cancel()
             _current.watch = None
             with self._watches_lock:
                 self._watches.discard(watch)
@@ -826,9 +851,6 @@ class AtlasClient:
             " addresses: add that address to atlas.rest.address"
         )
         return AtlasError(msg, status_code=response.status_code, url=url)
-
-    def _reason(self, exc: Exception) -> str:
-        return self._scrub(str(exc))[:300]
 
     def _excerpt(self, text: str) -> str:
         """The scrubbed start of a text from elsewhere. Of a long body only a window is scrubbed (scrubbing
@@ -886,6 +908,51 @@ class _PeerRedirect(AtlasError):
         super().__init__(f"redirected to {target} (HTTP {status_code})", status_code=status_code, url=url)
         self.index = index
         self.target = target
+
+
+SLOW_NOTICE_S = 5.0
+"""After this long without an answer, one attempt says it is still waiting (a silent server)."""
+
+_REASONS: tuple[tuple[type[BaseException], str], ...] = (
+    (ConnectionRefusedError, "connection refused"),
+    (ConnectionResetError, "connection reset"),
+    (ConnectionAbortedError, "connection aborted"),
+    (socket.gaierror, "host name not found"),
+    (socket.timeout, "connection timed out"),
+)
+
+
+def connection_reason(exc: BaseException) -> str:
+    """A few words for why a connection failed (``connection refused``), from the OS error urllib3 wraps
+    three levels deep; its own message (pool and connection reprs) says nothing a user can act on.
+
+    >>> connection_reason(ConnectionRefusedError(111, "Connection refused"))
+    'connection refused'
+    """
+    seen: set[int] = set()
+    stack: list[BaseException | None] = [exc]
+    while stack:
+        e = stack.pop()
+        if e is None or id(e) in seen:
+            continue
+        seen.add(id(e))
+        if isinstance(e, ssl.SSLError):  # what the check said (CERTIFICATE_VERIFY_FAILED...) is what to fix
+            verify, reason = getattr(e, "verify_message", None), getattr(e, "reason", None)
+            said = "TLS handshake failed" + (f": {verify}" if verify else "")
+            return said + (f" ({reason})" if reason else "")
+        for kind, words in _REASONS:
+            if isinstance(e, kind):
+                return words
+        stack.extend([e.__cause__, e.__context__, getattr(e, "reason", None)])
+        stack.extend(a for a in getattr(e, "args", ()) if isinstance(a, BaseException))
+    text = str(exc)
+    for marker, words in (
+        ("Name or service not known", "host name not found"),
+        ("refused", "connection refused"),
+    ):
+        if marker in text:
+            return words
+    return exc.__class__.__name__
 
 
 def _code(error_code: str | None) -> str:

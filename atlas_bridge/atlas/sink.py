@@ -253,6 +253,23 @@ class NoopSink:
         return None
 
 
+_ANNOUNCED: set[str] = set()
+
+
+def _announce_folder(directory: Path) -> None:
+    key = str(directory.resolve())
+    if key in _ANNOUNCED:
+        return
+    _ANNOUNCED.add(key)
+    logger.warning(
+        "atlas-bridge: no Atlas configured; the lineage is written to %s (send it with: atlas-bridge push %s;"
+        " see it with: atlas-bridge page %s)",
+        directory,
+        directory,
+        directory,
+    )
+
+
 class FileSink:
     """Writes each batch as the exact request body, numbered, plus a manifest that orders them.
 
@@ -266,9 +283,14 @@ class FileSink:
     Only the batch is written: nothing from the settings (no address, user or password) ever is.
     """
 
-    def __init__(self, directory: str | os.PathLike[str], *, fresh: bool = False) -> None:
+    def __init__(
+        self, directory: str | os.PathLike[str], *, fresh: bool = False, announce: bool = False
+    ) -> None:
         self.directory = Path(directory)
         self.directory.mkdir(parents=True, exist_ok=True)
+        self._announce = announce
+        """Say once (per process and folder), at the first batch, where the lineage went and what next:
+        the Spark hook with no Atlas configured would otherwise write it without a word."""
         self.files: list[Path] = []
         self._seen: tuple[int, int, int] | None = None
         self._entries: list[dict[str, Any]] = []
@@ -351,6 +373,8 @@ class FileSink:
             self._seen = self._stamp()
         self.files.append(path)
         logger.debug("wrote %s (%d entities)", path, entities)
+        if self._announce:
+            _announce_folder(self.directory)
         return path
 
     def close(self) -> None:
@@ -707,8 +731,7 @@ def make_sink(settings: Settings, client: AtlasClient | None = None) -> Sink:
     if client is None and settings.sink_kind == "kafka":
         return KafkaSink.from_settings(settings)
     if client is None and not settings.atlas_configured:
-        logger.info("no Atlas configured; writing request bodies to %s", settings.output_dir)
-        return FileSink(settings.output_dir)
+        return FileSink(settings.output_dir, announce=True)
     if client is None:
         from atlas_bridge.atlas.client import AtlasClient
 

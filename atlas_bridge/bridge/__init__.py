@@ -48,6 +48,8 @@ from atlas_bridge.bridge.deliver import (
     batch_hash,
     check_resume_state,
     deliver,
+    is_not_an_atlas,
+    not_an_atlas,
 )
 from atlas_bridge.bridge.dialects import dialect_hint
 from atlas_bridge.bridge.extract import extract_partition, extract_unit
@@ -115,7 +117,9 @@ __all__ = [
     "extract_entities",
     "extract_partition",
     "extract_unit",
+    "is_not_an_atlas",
     "lineage_counts",
+    "not_an_atlas",
     "partition_units",
     "plan_units",
     "push_command",

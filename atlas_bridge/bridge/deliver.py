@@ -16,7 +16,13 @@ from typing import Any, Protocol
 from atlas_bridge.atlas.encoded import EncodedBatch, as_dict
 from atlas_bridge.atlas.reuse import post_batch
 from atlas_bridge.bridge.types import Progress
-from atlas_bridge.errors import AtlasAuthError, AtlasBridgeError, AtlasError, AtlasUnavailableError
+from atlas_bridge.errors import (
+    AtlasAuthError,
+    AtlasBridgeError,
+    AtlasError,
+    AtlasNotFoundError,
+    AtlasUnavailableError,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -101,6 +107,19 @@ class _KeepsUnsent:
         return len(self._unsent.files) if self._unsent is not None else 0
 
 
+def is_not_an_atlas(error: AtlasError) -> bool:
+    """A 404 without Atlas's own error code: the address (or its path) is not an Atlas, so no batch can
+    be delivered there (Atlas's own 404s, a guid it does not know, carry ``ATLAS-404-...``)."""
+    return isinstance(error, AtlasNotFoundError) and not (error.error_code or "").startswith("ATLAS-")
+
+
+def not_an_atlas(error: AtlasError) -> AtlasUnavailableError:
+    """The 404 of a wrong address as "Atlas not usable": the batches are kept, and the user told why."""
+    base = (error.url or "").split("/api/atlas")[0] or "the configured address"
+    msg = f"{error} - is {base} an Atlas? check the address (atlas.rest.address, --atlas, --to URL)"
+    return AtlasUnavailableError(msg, status_code=error.status_code, url=error.url, body=error.body)
+
+
 class AtlasDelivery(_KeepsUnsent):
     """Delivery to Atlas that never loses a batch: what Atlas does not acknowledge is kept as files.
 
@@ -132,6 +151,11 @@ class AtlasDelivery(_KeepsUnsent):
         except (AtlasUnavailableError, AtlasAuthError) as e:
             self.down = e
             raise
+        except AtlasNotFoundError as e:
+            if not is_not_an_atlas(e):
+                raise
+            self.down = not_an_atlas(e)
+            raise self.down from e
         response = response if isinstance(response, Mapping) else {}
         self.last_probe = _probe(batch, response)
         return _mutations(response)
@@ -429,7 +453,11 @@ def deliver(
                     break
                 stopped = True
                 stats.errors.append(f"batch {index}/{total}: {e}; this and later batches kept on disk")
-                logger.error("Atlas not usable from batch %d/%d on: %s", index, total, e)
+                # Said already (before the extraction) when Atlas was found unusable at the start.
+                said = getattr(delivery, "down_said", None) is e
+                (logger.info if said else logger.error)(
+                    "Atlas not usable from batch %d/%d on: %s", index, total, e
+                )
                 keep(batch)
                 stats.kept += 1
                 continue

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import json
@@ -53,9 +54,49 @@ def spark_session(master: str | None = None, *, app_name: str = "atlas-bridge-sc
     options = driver_java_options(master, level, configured=_spark_configured())
     if options:
         builder = builder.config("spark.driver.extraJavaOptions", options)
-    session = builder.getOrCreate()
+    with _jvm_stderr_filtered(level in _QUIET_LEVELS):
+        session = builder.getOrCreate()
     session.sparkContext.setLogLevel(level if level in _QUIET_LEVELS else "WARN")
     return session
+
+
+_JVM_NOISE = (b"WARNING: Using incubator modules:",)
+"""Lines the JVM itself prints at start (no logging configuration reaches them), dropped when quiet."""
+
+
+@contextlib.contextmanager
+def _jvm_stderr_filtered(quiet: bool) -> Iterator[None]:
+    """While a JVM is launched, its standard error is a pipe that a thread copies to ours, less the
+    JVM's own start-up notices (:data:`_JVM_NOISE`); the JVM keeps the pipe for its life, so later errors
+    still reach the terminal. Nothing changes when not ``quiet`` or when a JVM already runs."""
+    from pyspark import SparkContext
+
+    if not quiet or SparkContext._gateway is not None:
+        yield
+        return
+    try:
+        read_fd, write_fd = os.pipe()
+        saved = os.dup(2)
+    except OSError:  # no file descriptors to spare: the notices are harmless
+        yield
+        return
+    copier = threading.Thread(target=_copy_stderr, args=(read_fd, saved), name="jvm-stderr", daemon=True)
+    copier.start()
+    sys.stderr.flush()
+    os.dup2(write_fd, 2)
+    try:
+        yield
+    finally:
+        sys.stderr.flush()
+        os.dup2(saved, 2)  # this process's stderr is its own again; the JVM keeps the pipe
+        os.close(write_fd)
+
+
+def _copy_stderr(read_fd: int, target_fd: int) -> None:
+    with os.fdopen(read_fd, "rb", buffering=0) as pipe, os.fdopen(target_fd, "wb", buffering=0) as out:
+        for line in iter(pipe.readline, b""):
+            if not line.startswith(_JVM_NOISE):
+                out.write(line)
 
 
 def local_master(master: str | None) -> bool:
@@ -92,6 +133,22 @@ def driver_java_options(master: str, level: str, *, configured: bool) -> str:
 
 _QUIET_LEVELS = ("ERROR", "FATAL", "OFF")
 _LOG4J2 = """rootLogger.level = {level}
+logger.repl.name = org.apache.spark.repl.Main
+logger.repl.level = {level}
+logger.repl.additivity = false
+logger.repl.appenderRef.stderr.ref = stderr
+logger.submit.name = org.apache.spark.deploy.SparkSubmit
+logger.submit.level = {level}
+logger.submit.additivity = false
+logger.submit.appenderRef.stderr.ref = stderr
+logger.gateway.name = org.apache.spark.api.python.PythonGatewayServer
+logger.gateway.level = {level}
+logger.gateway.additivity = false
+logger.gateway.appenderRef.stderr.ref = stderr
+logger.context.name = org.apache.spark.SparkContext
+logger.context.level = {level}
+logger.context.additivity = false
+logger.context.appenderRef.stderr.ref = stderr
 rootLogger.appenderRef.stderr.ref = stderr
 appender.console.type = Console
 appender.console.name = stderr
@@ -855,6 +912,37 @@ def statement_progress(statements: int, done_bytes: int, total_bytes: int) -> tu
     return statements, max(statements, round(statements * total_bytes / done_bytes))
 
 
+def progress_line(
+    done: int, total: int, tasks: int, partitions: int, done_bytes: int, total_bytes: int
+) -> str:
+    """The extraction's progress as a log line; an estimate only once there is one.
+
+    >>> progress_line(0, 0, 0, 7, 0, 7_100)
+    'extraction: 0 statement(s) done, 0/7 partition(s), 0 B of 7.1 KB read'
+    >>> progress_line(800, 2_000, 3, 8, 2_000_000, 5_000_000)
+    'extraction: 800 statement(s) done (of about 2000), 3/8 partition(s), 2.0 MB of 5.0 MB read'
+    """
+    about = f" (of about {total})" if total else ""
+    return (
+        f"extraction: {done} statement(s) done{about}, {tasks}/{partitions} partition(s),"
+        f" {human_bytes(done_bytes)} of {human_bytes(total_bytes)} read"
+    )
+
+
+def human_bytes(n: int) -> str:
+    """A size as people read it.
+
+    >>> human_bytes(0), human_bytes(2_500), human_bytes(3_400_000), human_bytes(5_000_000_000)
+    ('0 B', '2.5 KB', '3.4 MB', '5.0 GB')
+    """
+    if n < 1000:
+        return f"{n} B"
+    for power, unit in ((1, "KB"), (2, "MB")):
+        if n < 999_950 * 1000 ** (power - 1):
+            return f"{n / 1000**power:.1f} {unit}"
+    return f"{n / 1e9:.1f} GB"
+
+
 class _ProgressTracker:
     """Polls, while a job runs, the statements the finished tasks extracted and their input bytes."""
 
@@ -910,12 +998,6 @@ class _ProgressTracker:
             last = (done, total)
             if time.monotonic() - last_log >= 10:
                 logger.info(
-                    "extraction: %d statement(s) done (of about %s), %d/%d partition(s), %.1f of %.1f MB",
-                    done,
-                    total or "?",
-                    tasks,
-                    self._total,
-                    done_bytes / 1e6,
-                    self._total_bytes / 1e6,
+                    "%s", progress_line(done, total, tasks, self._total, done_bytes, self._total_bytes)
                 )
                 last_log = time.monotonic()

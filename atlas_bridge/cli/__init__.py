@@ -36,6 +36,7 @@ _COMMAND_MODULES = (
     "atlas_bridge.cli.scan",
     "atlas_bridge.cli.instrument",
     "atlas_bridge.cli.icons",
+    "atlas_bridge.cli.page",
 )
 
 
@@ -50,6 +51,9 @@ def cli(verbose: int) -> None:
     if verbose < 2:
         for noisy in ("py4j", "urllib3"):
             logging.getLogger(noisy).setLevel(logging.WARNING)
+        # sqlglot warns about what it cannot do (unsupported syntax it skips...); each statement's own
+        # problems already say what went wrong, so its warnings only repeat them in its own words.
+        logging.getLogger("sqlglot").setLevel(logging.ERROR)
     os.environ.setdefault("ATLAS_BRIDGE_SPARK_LOG", "WARN" if verbose else "ERROR")
 
 

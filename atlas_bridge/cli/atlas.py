@@ -132,7 +132,7 @@ def typedefs_register(atlas_url: str | None, config_file: Path | None, user: str
 def typedefs_diff(
     atlas_url: str | None, config_file: Path | None, user: str | None, output: str | None
 ) -> None:
-    """Show what ``typedefs register`` would create and update, without changing Atlas."""
+    """Show what 'typedefs register' would create and update, without changing Atlas."""
     from atlas_bridge.atlas.typedefs import load_typedefs, plan_typedef_changes
 
     client = make_client(load_settings(config_file, atlas_url, user))
@@ -206,9 +206,9 @@ def push(
     no_progress: bool,
     to: str,
 ) -> None:
-    """Send a folder of request bodies (written by ``scan --to DIR``, by a scan's ``unsent/`` folder or
-    by the hook's spool) to Atlas, in order, after registering our typedefs; with ``--to kafka``, publish
-    them to Atlas's hook topic instead.
+    """Send a folder of request bodies (written by 'scan --to DIR', a scan's unsent/ folder or the Spark
+    hook's spool) to Atlas, in order, after registering our typedefs; with '--to kafka', publish them to
+    Atlas's hook topic instead.
 
     What Atlas acknowledged is recorded in the folder, so re-running after a failure resumes there. The
     push stops at the first refused login (it would lock the account) and when Atlas stops answering.

@@ -18,8 +18,6 @@ from atlas_bridge.errors import AtlasBridgeError
 from atlas_bridge.extractors.sql.schema import SchemaIndex
 from atlas_bridge.model import ExtractionResult, Lineage, Problem, Severity, merge_lineage
 
-_SQLFLOW_SUFFIXES = (".xml", ".json")
-
 
 def _read_sql(
     path: Path,
@@ -40,11 +38,12 @@ def _read_sql(
     # UTF-8 or (with its byte order mark, as SQL Server Management Studio saves) UTF-16; newlines as
     # Python's text mode reads them
     text = re.sub(r"\r\n?", "\n", data.decode(sql_codec(data), errors="replace"))
+    # The script's own `-- dialect:` wins over --dialect, as in `scan` (an unknown one is an error).
+    dialect = dialect_hint(text.lstrip("\ufeff")) or dialect
     pieces = split_script(text, _PIECE_CHARS) if len(text) > _PIECE_CHARS else []
     if len(pieces) <= 1:
         return extract_sql_lineage(text, dialect, schema, default_db, file=str(path))
     # A big plain script, piece by piece (as the scan cuts it): the parse trees of one piece at a time.
-    dialect = dialect_hint(text) or dialect
     parts: list[Lineage] = []
     problems: list[Problem] = []
     before = 0
@@ -74,15 +73,66 @@ def learned_schema(
     """The schema the files' own DDL defines (any order across files), with ``schema`` over it (it wins);
     and the number of tables learned."""
     from atlas_bridge.bridge.schema import learn_locally, schema_index
-    from atlas_bridge.bridge.types import InputFile, InputKind, ScanOptions, WorkUnit
+    from atlas_bridge.bridge.types import InputFile, ScanOptions, WorkUnit
 
     options = ScanOptions(dialect=dialect, schema=schema, default_db=default_db)
     units = []
     for path in files:
-        kind = InputKind.SQLFLOW if path.suffix.lower() in _SQLFLOW_SUFFIXES else InputKind.SQL
+        try:
+            kind = input_kind(path)
+            if _skip_reason(path, kind) is not None:
+                continue
+        except OSError:
+            continue  # said when the file itself is read
         units.append(WorkUnit(InputFile(str(path), str(path), kind, path.stat().st_size)))
     learned, _ = learn_locally(units, options)
     return schema_index(learned, schema, default_db), len(learned)
+
+
+def _read_query_log(
+    path: Path,
+    dialect: str | None,
+    schema: dict[str, Any] | SchemaIndex | None,
+    default_db: str | None,
+    query_field: str | None,
+) -> ExtractionResult:
+    """A query log read as ``scan`` reads it (JSON lines, CSV; the query column found by name)."""
+    from atlas_bridge.bridge.extract import extract_unit
+    from atlas_bridge.bridge.types import InputFile, InputKind, ScanOptions, WorkUnit
+
+    plain = schema if isinstance(schema, dict) else None
+    options = ScanOptions(dialect=dialect, schema=plain, default_db=default_db, query_field=query_field)
+    unit = WorkUnit(InputFile(str(path), str(path), InputKind.QUERY_LOG, path.stat().st_size))
+    result = extract_unit(unit, options, schema if isinstance(schema, SchemaIndex) else None)
+    return ExtractionResult(lineage=result.lineage, problems=result.problems)
+
+
+def input_kind(path: Path, query_field: str | None = None) -> str:
+    """The kind ``scan`` gives a file; a file named on the command line with a suffix ``scan`` does not
+    look for (``report.txt``, ``job.q``) is read as a SQL script, as it always was."""
+    from atlas_bridge.bridge.inputs import LOG_SUFFIXES, SQL_SUFFIXES, SQLFLOW_SUFFIXES, classify_file
+    from atlas_bridge.bridge.types import InputKind
+
+    if path.suffix.lower() not in (*SQL_SUFFIXES, *LOG_SUFFIXES, *SQLFLOW_SUFFIXES):
+        return InputKind.SQL
+    return classify_file(path, query_field=query_field)
+
+
+def _skip_reason(path: Path, kind: str) -> str | None:
+    """Why ``scan`` would leave a file out (binary content, a schema mapping), or None to read it."""
+    from atlas_bridge.bridge.inputs import looks_binary
+    from atlas_bridge.bridge.types import InputKind
+
+    if kind == InputKind.SCHEMA:
+        return "not read, a schema mapping (give it with --schema)"
+    if kind in (InputKind.SQL, InputKind.QUERY_LOG):
+        with open(path, "rb") as fh:
+            if looks_binary(fh.read(_BINARY_SNIFF), utf16=kind == InputKind.SQL):
+                return "skipped, binary content (not text)"
+    return None
+
+
+_BINARY_SNIFF = 8192
 
 
 def _read_sqlflow(path: Path) -> ExtractionResult:
@@ -93,7 +143,7 @@ def _read_sqlflow(path: Path) -> ExtractionResult:
 
 
 def _text(lineage: Lineage, level: str, chain: bool) -> str:
-    from atlas_bridge.graph import end_to_end, relation_lines, table_level
+    from atlas_bridge.graph import end_to_end, table_level
 
     if level == "table":
         tl = table_level(lineage)
@@ -102,13 +152,33 @@ def _text(lineage: Lineage, level: str, chain: bool) -> str:
         lines = []
         for e in tl.edges:
             proc = f"process:{procs[e.process_id]}" if e.process_id in procs else "process:?"
-            suffix = " (fdr)" if e.type.value == "fdr" else ""
+            suffix = " (indirect)" if e.type.value == "fdr" else ""
             lines.append(
                 f"{names.get(e.source, e.source)} -> {proc} -> {names.get(e.target, e.target)}{suffix}"
             )
         return "\n".join(sorted(lines))
     # several chains can collapse to the same two columns (with different spans): one line each
-    return "\n".join(sorted(set(relation_lines(lineage if chain else end_to_end(lineage)))))
+    return "\n".join(sorted(set(readable_lines(lineage if chain else end_to_end(lineage)))))
+
+
+_KINDS = {"fdd": "direct", "fdr": "indirect"}
+"""How the text output names SQLFlow's relation types: a value copied or computed from the source
+(``fdd``), or a source that decides which rows are written (``fdr``: WHERE, JOIN, GROUP BY...)."""
+
+
+def readable_lines(lineage: Lineage) -> list[str]:
+    """``source -> direct|indirect -> target`` lines; a table's row set (SQLFlow's ``PseudoRows``
+    column) reads ``table (rows)``, e.g. ``s.flag -> indirect -> t (rows)``: s.flag filters t's rows."""
+    by_id = {d.id: d.qualified_name for d in lineage.datasets}
+
+    def name(ref: Any) -> str:
+        table = by_id.get(ref.dataset_id, ref.dataset_id)
+        return f"{table} (rows)" if ref.column == "PseudoRows" else f"{table}.{ref.column}"
+
+    return sorted(
+        f"{name(r.source)} -> {_KINDS.get(r.type.value, r.type.value)} -> {name(r.target)}"
+        for r in lineage.relations
+    )
 
 
 def _render(lineage: Lineage, fmt: str, level: str, chain: bool, title: str = "Lineage") -> str:
@@ -146,7 +216,8 @@ def _render(lineage: Lineage, fmt: str, level: str, chain: bool, title: str = "L
     "-d",
     default=None,
     callback=check_dialect,
-    help="SQL dialect (spark, hive, snowflake, bigquery, tsql/sqlserver, ...).",
+    help="SQL dialect (spark, hive, snowflake, bigquery, tsql/sqlserver, ...); default: ansi "
+    "(sqlglot's generic SQL). A script's own '-- dialect: NAME' line wins.",
 )
 @click.option(
     "--schema",
@@ -184,6 +255,9 @@ def _render(lineage: Lineage, fmt: str, level: str, chain: bool, title: str = "L
     help="With several files: first learn the columns of the tables and views their CREATE statements "
     "define (any order across files), then extract with them; --schema wins for the tables it names.",
 )
+@click.option(
+    "--query-field", default=None, help="Query-text field/column of query logs (default: detected)."
+)
 def lineage_command(
     files: tuple[Path, ...],
     dialect: str | None,
@@ -194,8 +268,16 @@ def lineage_command(
     chain: bool | None,
     output: Path | None,
     learn_schema: bool,
+    query_field: str | None,
 ) -> None:
-    """Print the lineage of SQL scripts (.xml/.json files are read as SQLFlow exports)."""
+    """Print the lineage of SQL scripts (.sql .hql .ddl), query logs (.jsonl .csv) and SQLFlow exports
+    (.xml .json), read as scan reads them.
+
+    Text output, one edge per line: "source -> direct -> target" (the target's value is copied or
+    computed from the source) or "source -> indirect -> target" (the source decides which rows are
+    written: WHERE, JOIN, GROUP BY...); "table (rows)" stands for a table's rows as a whole. A script's
+    own "-- dialect: NAME" line wins over --dialect; without either, ansi (sqlglot's generic SQL).
+    """
     schema: dict[str, Any] | None = None
     if schema_file is not None:
         try:
@@ -212,14 +294,23 @@ def lineage_command(
     chained = fmt != "text" if chain is None else chain
     # Printed end to end only (text, or json without chains): a big script's pieces collapse as they come.
     collapse = fmt in ("text", "json") and level == "column" and not chained
+    from atlas_bridge.bridge.types import InputKind
+
     for path in files:
         try:
-            if path.suffix.lower() in _SQLFLOW_SUFFIXES:
+            kind = input_kind(path, query_field)
+            skip = _skip_reason(path, kind)
+            if skip is not None:
+                click.echo(f"{path}: warning: {skip}", err=True)
+                continue
+            if kind == InputKind.SQLFLOW:
                 result = _read_sqlflow(path)
+            elif kind == InputKind.QUERY_LOG:
+                result = _read_query_log(path, dialect, index, default_db, query_field)
             else:
                 result = _read_sql(path, dialect, index, default_db, collapse=collapse)
         except (AtlasBridgeError, OSError, ImportError) as e:
-            click.echo(f"{path}: error: {e}", err=True)
+            click.echo(f"{path}: error: {str(e).removeprefix('<input>: ')}", err=True)
             failed = True
             continue
         parts.append(result.lineage)

@@ -6,6 +6,7 @@ import contextlib
 import json
 import logging
 import os
+import re
 import signal
 import sys
 from collections.abc import Iterator
@@ -16,7 +17,13 @@ import click
 
 from atlas_bridge.atlas.limits import DEFAULT_MAX_ENTITIES
 from atlas_bridge.cli import check_dialect
-from atlas_bridge.errors import AtlasAuthError, AtlasBridgeError, AtlasUnavailableError, ConfigError
+from atlas_bridge.errors import (
+    AtlasAuthError,
+    AtlasBridgeError,
+    AtlasNotFoundError,
+    AtlasUnavailableError,
+    ConfigError,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -34,7 +41,8 @@ def register(group: click.Group) -> None:
     "--dialect",
     default=None,
     callback=check_dialect,
-    help="SQL dialect of scripts and query logs (hive, spark, tsql/sqlserver, ...).",
+    help="SQL dialect of scripts and query logs (hive, spark, tsql/sqlserver, ...); default: ansi "
+    "(sqlglot's generic SQL). A script's own '-- dialect: NAME' line wins.",
 )
 @click.option(
     "--schema",
@@ -66,12 +74,24 @@ def register(group: click.Group) -> None:
     "--to",
     "to",
     default=None,
-    metavar="atlas|kafka|openlineage[:URL|:DIR]|DIR",
-    help="'atlas' sends to the configured Atlas; 'kafka' publishes hook messages to Atlas's hook topic "
-    "(atlas.kafka.bootstrap.servers); 'openlineage:URL' POSTs OpenLineage run events to an OpenLineage "
-    "endpoint, 'openlineage:DIR' writes them as files ('openlineage' alone: the openlineage setting); "
-    "DIR writes the request bodies there (never contacts Atlas). "
-    "Default: Atlas when one is configured, else the configured output_dir.",
+    metavar="atlas|URL|kafka|openlineage[:URL|:DIR]|DIR",
+    help="'atlas' sends to the configured Atlas, an http(s):// URL to the Atlas at that address; 'kafka' "
+    "publishes hook messages to Atlas's hook topic (atlas.kafka.bootstrap.servers); 'openlineage:URL' "
+    "POSTs OpenLineage run events to an OpenLineage endpoint, 'openlineage:DIR' writes them as files "
+    "('openlineage' alone: the openlineage setting); DIR writes the request bodies there (never contacts "
+    "Atlas). Default: Atlas when one is configured, else the configured output_dir.",
+)
+@click.option(
+    "--atlas",
+    "atlas_url",
+    metavar="URL",
+    default=None,
+    help="Atlas base URL(s), comma-separated for HA (default: atlas.rest.address); implies --to atlas.",
+)
+@click.option(
+    "--user",
+    default=None,
+    help="Atlas user for basic auth (password from ATLAS_BRIDGE_PASSWORD or the properties file).",
 )
 @click.option(
     "--out",
@@ -138,6 +158,8 @@ def scan_command(
     include: tuple[str, ...],
     exclude: tuple[str, ...],
     to: str | None,
+    atlas_url: str | None,
+    user: str | None,
     out_dir: Path | None,
     master: str | None,
     namespace: str | None,
@@ -169,7 +191,10 @@ def scan_command(
     _quiet_py4j_on_interrupt()
     _sigterm_interrupts()
     try:
-        settings, delivery, report_dir = _prepare(to, out_dir, namespace, config_file)
+        to, atlas_url = _atlas_target(to, atlas_url)
+        settings, delivery, report_dir = _prepare(
+            to, out_dir, namespace, config_file, atlas_url=atlas_url, user=user
+        )
         options = bridge.ScanOptions(
             dialect=dialect,
             schema=_load_schema(schema_file, paths),
@@ -177,7 +202,11 @@ def scan_command(
             query_field=query_field,
             learn_schema=learn_schema,
         )
-        reader = _atlas_schema_reader(config_file, settings.namespace) if schema_from_atlas else None
+        reader = (
+            _atlas_schema_reader(config_file, settings.namespace, atlas_url=atlas_url, user=user)
+            if schema_from_atlas
+            else None
+        )
     except ConfigError as e:
         raise click.UsageError(str(e)) from e
     except AtlasBridgeError as e:  # Atlas unreachable or refusing our typedefs
@@ -330,8 +359,39 @@ def _scan_to_openlineage(
         sys.exit(1)
 
 
+_URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
+
+
+def _atlas_target(to: str | None, atlas_url: str | None) -> tuple[str | None, str | None]:
+    """``--to URL`` is the Atlas at that address (never a folder named ``http:``); ``--atlas URL`` means
+    ``--to atlas``. Any other ``scheme://`` is refused with a hint."""
+    if to is not None and _URL.match(to):
+        if not to.lower().startswith(("http://", "https://")):
+            msg = (
+                f"--to {to}: not an Atlas address (http:// or https://); for Kafka use --to kafka with "
+                "atlas.kafka.bootstrap.servers, for files a folder path"
+            )
+            raise ConfigError(msg)
+        if atlas_url is not None and atlas_url != to:
+            msg = "--to URL and --atlas URL name two Atlas addresses: give one"
+            raise ConfigError(msg)
+        return "atlas", to
+    if atlas_url is not None:
+        if to not in (None, "atlas"):
+            msg = f"--atlas sends to Atlas; --to {to} does not: give one of them"
+            raise ConfigError(msg)
+        return "atlas", atlas_url
+    return to, None
+
+
 def _prepare(
-    to: str | None, out_dir: Path | None, namespace: str | None, config_file: Path | None
+    to: str | None,
+    out_dir: Path | None,
+    namespace: str | None,
+    config_file: Path | None,
+    *,
+    atlas_url: str | None = None,
+    user: str | None = None,
 ) -> tuple[Any, Any, Path]:
     """Settings, the delivery and the report directory for ``--to``."""
     from atlas_bridge import bridge
@@ -339,6 +399,10 @@ def _prepare(
 
     to_atlas = to == "atlas"
     overrides: dict[str, Any] = {"namespace": namespace}
+    if atlas_url is not None:
+        overrides["rest_address"] = atlas_url
+    if user is not None:
+        overrides["username"] = user
     folder_to = to if to is not None and to not in ("atlas", "kafka") else None
     for option, folder in (("--to", folder_to), ("--out", out_dir)):
         if folder is not None and Path(folder).exists() and not Path(folder).is_dir():
@@ -376,9 +440,13 @@ def _prepare(
         )
         try:
             logger.info("typedefs: %s", register_typedefs(client).summary())
-        except (AtlasUnavailableError, AtlasAuthError) as e:
-            logger.error("cannot register typedefs: %s", e)
-            delivery.down = e  # nothing is sent; every batch is kept for `push`
+        except (AtlasUnavailableError, AtlasAuthError, AtlasNotFoundError) as e:
+            # Said now, before Spark starts: the lineage is still extracted and kept for `push`.
+            if isinstance(e, AtlasNotFoundError) and not bridge.is_not_an_atlas(e):
+                raise
+            down = bridge.not_an_atlas(e) if isinstance(e, AtlasNotFoundError) else e
+            click.echo(f"error: {down}; the lineage will be kept in {unsent} for atlas-bridge push", err=True)
+            delivery.down = delivery.down_said = down  # nothing is sent; every batch is kept for `push`
     else:
         from atlas_bridge.atlas.sink import FileSink, make_sink
 
@@ -389,7 +457,9 @@ def _prepare(
     return settings, delivery, Path(report_dir)
 
 
-def _atlas_schema_reader(config_file: Path | None, namespace: str) -> Any:
+def _atlas_schema_reader(
+    config_file: Path | None, namespace: str, *, atlas_url: str | None = None, user: str | None = None
+) -> Any:
     """``--schema-from-atlas``: reads table columns through the configured Atlas (also with --to DIR)."""
     import functools
 
@@ -397,7 +467,7 @@ def _atlas_schema_reader(config_file: Path | None, namespace: str) -> Any:
     from atlas_bridge.atlas.schema import read_atlas_schema
     from atlas_bridge.config import Settings
 
-    settings = Settings.load(config_file, namespace=namespace)
+    settings = Settings.load(config_file, namespace=namespace, rest_address=atlas_url, username=user)
     if not settings.atlas_configured:
         msg = "--schema-from-atlas needs an Atlas address (ATLAS_BRIDGE_REST_ADDRESS or atlas.rest.address)"
         raise ConfigError(msg)

@@ -449,6 +449,11 @@ def _one_statement(
         offset = _error_offset(e, chunk)
         msg = e.errors[0]["description"] if e.errors and e.errors[0].get("description") else str(e)
         msg = _TOKEN_REPR.sub(lambda m: repr(m.group(1)), msg)
+        msg = _CLASS_REPR.sub(lambda m: m.group(1), msg)
+        # The token sqlglot stopped at, quoted, unless the message quotes it already.
+        near = str(e.errors[0].get("highlight") or "").strip() if e.errors else ""
+        if near and repr(near[:40]).lower() not in msg.lower():
+            msg += f" near {near[:40]!r}"
         state.problems.append(_problem(state, chunk.index, offset, f"cannot parse: {msg}", "parse"))
         return None
     except Exception as e:  # sqlglot's own failures (AttributeError on `DATE_SUB(`...), deep nesting
@@ -507,6 +512,8 @@ def _one_statement(
     return ctx.graph
 
 
+_CLASS_REPR = re.compile(r"<class '(?:[\w.]+\.)?(\w+)'>")
+"""``<class 'sqlglot.expressions.query.Where'>`` in sqlglot's messages, read as ``Where``."""
 _TOKEN_REPR = re.compile(r"<Token token_type: [^,]*, text: (.*?), line: \d+.*?>")
 
 
