@@ -58,8 +58,8 @@ def _observed(lineage: Lineage) -> dict[str, Any]:
             reads.add(src.qualified_name.lower())
         if tgt.kind.is_permanent:
             writes.add(tgt.qualified_name.lower())
-        left = f"{src.qualified_name}.{rel.source.column}".lower()
-        right = f"{tgt.qualified_name}.{rel.target.column}".lower()
+        left = f"{src.qualified_name}.{rel.source.path}".lower()
+        right = f"{tgt.qualified_name}.{rel.target.path}".lower()
         flows.add(f"{left} -> {rel.flow.value if rel.flow else ''} -> {right}")
         if PSEUDO_ROWS not in (rel.source.column, rel.target.column):
             columns.add(f"{left} -> {rel.type.value} -> {right}")
