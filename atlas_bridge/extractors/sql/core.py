@@ -31,7 +31,7 @@ from sqlglot.generator import Generator
 from sqlglot.tokens import Token, TokenType  # type: ignore[attr-defined]
 
 from atlas_bridge.extractors.sql.builder import ColKey, DatasetBuilder, EndKey, GraphBuilder, with_field
-from atlas_bridge.extractors.sql.nested import PATH_NODES, built_fields, field_path, struct_fields
+from atlas_bridge.extractors.sql.nested import PATH_NODES, built_fields, field_path, struct_fields, tuple_keys
 from atlas_bridge.extractors.sql.schema import SchemaIndex
 from atlas_bridge.extractors.sql.split import LineIndex
 from atlas_bridge.model import (
@@ -518,8 +518,13 @@ class StatementContext:
             if incoming is None:
                 incoming = {}
                 for rel in self.graph.relations.values():
-                    if rel.type is FDD and rel.effect is Effect.EXACT_COPY:
-                        incoming.setdefault(rel.target, []).append(rel.source)
+                    if (
+                        rel.type is FDD
+                        and rel.effect is Effect.EXACT_COPY
+                        and len(rel.source) == 2
+                        and len(rel.target) == 2
+                    ):  # (a field's type is not its column's)
+                        incoming.setdefault(rel.target, []).append(rel.source)  # type: ignore[arg-type]
             col.data_type = self._copied_type((qr.ds.id, src), incoming)
 
     def _copied_type(self, key: ColKey, incoming: dict[ColKey, list[ColKey]]) -> str | None:
@@ -958,7 +963,7 @@ class StatementContext:
                         RelationType.JOIN, lk, rk, clause_type=ClauseType.JOIN, span=self.span_of(left)
                     )
 
-    def _resolve_one(self, col: exp.Column, scope: Scope) -> ColKey | None:
+    def _resolve_one(self, col: exp.Column, scope: Scope) -> EndKey | None:
         refs: list[Ref] = []
         self._collect(col, scope, refs)
         return refs[0].key if len(refs) == 1 and not refs[0].orphan else None
@@ -1201,9 +1206,12 @@ class StatementContext:
         for c in alias_cols or ([alias] if alias else []):
             feed(qr.add_output(c))
         if not alias_cols:
+            unnamed_unnest = isinstance(func, exp.Unnest) and not alias
 
             def extra(name: str, span: Span | None) -> str | None:
                 col = ds.column(name)
+                if unnamed_unnest:  # BigQuery: an UNNEST without alias shows its elements' fields
+                    element_fields[col.lower()] = col
                 feed(col)
                 return col
 
@@ -1221,6 +1229,9 @@ class StatementContext:
         if isinstance(func, exp.Lateral):
             func = func.this
         values = [r for r in arg_refs if not (r.rows or r.count_star)]
+        keys = tuple_keys(func)
+        if keys is not None:
+            return {c.lower(): k for c, k in zip(alias_cols, keys, strict=False)}
         if isinstance(func, exp.Inline):
             cols = alias_cols
         elif isinstance(func, exp.Unnest) and len(func.expressions) == 1 and len(alias_cols) > 1:
@@ -1340,7 +1351,7 @@ class StatementContext:
             if kind is _PATH:
                 chain = field_path(node)
                 if chain is not None and isinstance(chain[0], exp.Column):
-                    base, steps, others = chain
+                    base, steps, others = chain[0], chain[1], chain[2]
                     if not (bound and not base.table and base.name.lower() in bound):
                         start = len(out)
                         stack_base: list[Ref] = []

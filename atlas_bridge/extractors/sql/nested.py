@@ -49,9 +49,7 @@ def field_path(node: exp.Expr) -> tuple[exp.Expr, list[str], list[exp.Expr]] | N
                 return None
             steps.extend(reversed(names))
             cur = cur.this
-        elif isinstance(cur, _TRANSPARENT):
-            cur = cur.this
-        elif isinstance(cur, exp.Paren):
+        elif isinstance(cur, (*_TRANSPARENT, exp.Paren)):
             cur = cur.this
         else:
             break
@@ -107,13 +105,27 @@ def struct_members(node: exp.Struct) -> list[tuple[str | None, exp.Expr]]:
 
 
 def built_fields(expr: exp.Expr, prefix: str | None = None) -> list[tuple[str | None, exp.Expr]] | None:
-    """The fields an output value is built of, each with its source expression: a struct constructor's
-    fields (nested ones by their dotted path), an array literal of structs by its elements' fields (an
-    element keeps the array's path). None when ``expr`` builds no struct."""
+    """The fields an output value is built of, each with the expression that computes it: a struct
+    constructor's fields (nested ones by their dotted path); an array of structs (``array(...)``,
+    ``collect_list(...)``, ``ARRAY_AGG(...)``, ``transform(a, x -> named_struct(...))``) by its elements'
+    fields (an element keeps the array's path), each field's expression wrapped as the array's is, so
+    it is read in the same context (an aggregate, a lambda). None when ``expr`` builds no struct."""
     while isinstance(expr, exp.Paren):
         expr = expr.this
     if isinstance(expr, exp.Array) and len(expr.expressions) == 1:
         return built_fields(expr.expressions[0], prefix)
+    if isinstance(expr, exp.ArrayAgg) and isinstance(expr.this, exp.Struct):
+        inner = built_fields(expr.this, prefix)
+        return None if inner is None else [(path, _rewrapped(expr, "this", value)) for path, value in inner]
+    if isinstance(expr, exp.Transform) and isinstance(expr.expression, exp.Lambda):
+        lam = expr.expression
+        body = built_fields(lam.this, prefix)
+        if body is None:
+            return None
+        return [
+            (path, exp.Transform(this=expr.this.copy(), expression=_rewrapped(lam, "this", value)))
+            for path, value in body
+        ]
     if not isinstance(expr, exp.Struct):
         return None
     out: list[tuple[str | None, exp.Expr]] = []
@@ -125,6 +137,23 @@ def built_fields(expr: exp.Expr, prefix: str | None = None) -> list[tuple[str | 
         else:
             out.append((path if name else prefix, value))
     return out
+
+
+def _rewrapped(node: exp.Expr, arg: str, value: exp.Expr) -> exp.Expr:
+    """A copy of ``node`` with ``value`` (a copy) in place of its argument ``arg``."""
+    copy = node.copy()
+    copy.set(arg, value.copy())
+    return copy
+
+
+def tuple_keys(func: exp.Expr) -> list[str] | None:
+    """The literal keys of Hive's ``json_tuple(j, 'a', 'b')`` (each output column is that field of ``j``)."""
+    if not (isinstance(func, exp.Anonymous) and func.name.lower() == "json_tuple"):
+        return None
+    keys = func.expressions[1:]
+    if not keys or not all(isinstance(k, exp.Literal) and k.is_string for k in keys):
+        return None
+    return [k.name for k in keys]
 
 
 def struct_fields(type_text: str | None, steps: list[str], dialect: str | None = None) -> list[str] | None:
