@@ -4,6 +4,7 @@ extractor. The scored cases are in tests/data/sql/accuracy/nested_31.jsonl; thes
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 
@@ -156,3 +157,56 @@ def test_nested_extraction_is_canonical_and_deterministic() -> None:
     assert Lineage.model_validate_json(e2e.to_json()) == e2e
     for rel in first.relations:
         assert Relation.model_validate(rel.model_dump(exclude={"flow"})) == rel
+
+
+# -- where a user sees the field: Atlas, SQLFlow ------------------------------------------------------------
+
+_FLATTEN = (
+    "INSERT INTO mart.assets SELECT e.widget.asset.id AS asset_id, e.id FROM raw.events e;\n"
+    "CREATE TABLE mart.c AS SELECT named_struct('city', city, 'zip', zip) AS address FROM raw.customers"
+)
+
+
+def _column_lineage(entities: list[dict[str, Any]], name_start: str) -> dict[str, Any]:
+    found = [
+        e["attributes"]
+        for e in entities
+        if e["typeName"] == "atlas_bridge_column_lineage" and e["attributes"]["name"].startswith(name_start)
+    ]
+    assert len(found) == 1, [e["attributes"]["name"] for e in entities]
+    return found[0]
+
+
+def test_atlas_column_lineage_names_the_field_and_lists_the_paths() -> None:
+    """The column entities stay columns (widget), the column lineage shows which field went where."""
+    from atlas_bridge.atlas.convert import to_atlas_entities
+
+    lineage = extract_sql_lineage(_FLATTEN, "spark").lineage
+    entities = to_atlas_entities(lineage, namespace="primary")
+    asset = _column_lineage(entities, "asset_id=")
+    assert asset["name"] == "asset_id=assets, from events.widget.asset.id"
+    assert asset["fieldPaths"] == ["widget.asset.id -> asset_id"]
+    address = _column_lineage(entities, "address=")
+    assert address["fieldPaths"] == ["city -> address.city", "zip -> address.zip"]
+    plain = _column_lineage(entities, "id=")
+    assert "fieldPaths" not in plain  # no field: the payload is as before (and older typedefs take it)
+    columns = {e["attributes"]["qualifiedName"] for e in entities if e["typeName"] == "atlas_bridge_column"}
+    assert "raw.events.widget@primary" in columns
+    assert not any("asset" in qn for qn in columns if qn.startswith("raw."))
+
+
+def test_sqlflow_output_names_the_field_path_and_reads_it_back() -> None:
+    from atlas_bridge.sqlflow import extract_sqlflow_lineage, to_sqlflow_json, to_sqlflow_xml
+
+    def read(text: str) -> Lineage:
+        result = extract_sqlflow_lineage(text)
+        assert result.ok, result.problems
+        return result.lineage
+
+    lineage = extract_sql_lineage(_FLATTEN, "spark").lineage
+    xml = to_sqlflow_xml(lineage)
+    assert 'column="widget.asset.id"' in xml
+    assert 'ab:sourceField="asset.id"' in xml
+    assert 'ab:targetField="city"' in xml
+    assert read(xml).relations == lineage.relations  # (column positions are not in SQLFlow's formats)
+    assert read(to_sqlflow_json(lineage)).relations == lineage.relations
