@@ -210,3 +210,13 @@ def test_sqlflow_output_names_the_field_path_and_reads_it_back() -> None:
     assert 'ab:targetField="city"' in xml
     assert read(xml).relations == lineage.relations  # (column positions are not in SQLFlow's formats)
     assert read(to_sqlflow_json(lineage)).relations == lineage.relations
+
+
+def test_a_star_over_a_name_that_is_neither_table_nor_column_stays_a_warning() -> None:
+    result = extract_sql_lineage("INSERT INTO s.t SELECT x.* FROM s.a JOIN s.b ON a.id = b.id", "spark")
+    assert [p.message for p in result.problems] == ["x.*: no such table in FROM"]
+    assert {d.id for d in result.lineage.datasets if d.kind is DatasetKind.TABLE} == {
+        "table:s.a",
+        "table:s.b",
+        "table:s.t",
+    }

@@ -1272,20 +1272,18 @@ class StatementContext:
         parts = _qualifier(proj)
         if not parts:
             return False
-        col = exp.column(parts[-1], table=parts[-2] if len(parts) > 1 else None)
-        if len(parts) > 2:
-            col = exp.Column(
-                this=exp.to_identifier(parts[-1]),
-                table=exp.to_identifier(parts[-2]),
-                db=exp.to_identifier(parts[-3]),
-                catalog=exp.to_identifier(parts[-4]) if len(parts) > 3 else None,
-            )
-        refs: list[Ref] = []
-        self._collect(col, scope, refs)
-        values = [r for r in refs if not (r.rows or r.count_star or r.orphan)]
-        if len(values) != 1:
+        # placed without side effects first: a qualifier that names nothing stays a warning, no orphan
+        src = scope.find((parts[0].lower(),)) if len(parts) > 1 else None
+        found: EndKey | None = None
+        if src is not None and src.has(parts[1]) is not False:
+            found = src.column(parts[1], None, force=True)
+            found = with_field(found, ".".join(parts[2:])) if found is not None else None
+        elif src is None:
+            hit = self._lookup(parts[0], scope)
+            found = with_field(hit, ".".join(parts[1:])) if isinstance(hit, tuple) else None
+        if found is None:
             return False
-        key = values[0].key
+        key = found
         steps = key[2].split(".") if len(key) == 3 else []
         fields = struct_fields(self._column_type(scope, key), steps, self._dialect_name)
         span = self.span_of(proj)
