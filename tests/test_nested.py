@@ -220,3 +220,19 @@ def test_a_star_over_a_name_that_is_neither_table_nor_column_stays_a_warning() -
         "table:s.b",
         "table:s.t",
     }
+
+
+def test_a_kafka_topic_read_in_a_stream_keeps_the_field_read_of_it() -> None:
+    """A streaming plan names a topic as a path first; renamed to the topic, the field stays."""
+    from atlas_bridge.spark.stream_plan import _KAFKA_MARK, _kafka_topics_in
+
+    uri = f"{_KAFKA_MARK}events"
+    path = Dataset(id=f"path:{uri}", kind=DatasetKind.PATH, name=uri, uri=uri, columns=[Column(name="value")])
+    out = Dataset(id="table:t", kind=DatasetKind.TABLE, name="t", columns=[Column(name="user_id")])
+    rel = Relation(
+        type=RelationType.FDD,
+        source=ColumnRef(dataset_id=path.id, column="value", field="user.id"),
+        target=ColumnRef(dataset_id=out.id, column="user_id"),
+    )
+    renamed = _kafka_topics_in(Lineage(datasets=[path, out], relations=[rel]))
+    assert [str(r.source) for r in renamed.relations] == ["stream:kafka:events.value.user.id"]
