@@ -35,7 +35,12 @@ EVENTS_SCHEMA = {
         }
     }
 }
-_CAPTURED = json.loads((DATA / "nested_queries.json").read_text(encoding="utf-8"))["events"]
+_CAPTURED = [
+    {**event, "spark": doc["spark_version"]}
+    for name in ("nested_queries.json", "nested_queries_spark35.json")  # Spark 4.3 and 3.5 plans
+    for doc in [json.loads((DATA / name).read_text(encoding="utf-8"))]
+    for event in doc["events"]
+]
 
 
 def _value_lines(lines: list[str]) -> set[str]:
@@ -43,9 +48,9 @@ def _value_lines(lines: list[str]) -> set[str]:
     return {line for line in lines if " -> fdd -> " in line and "PseudoRows" not in line}
 
 
-@pytest.mark.parametrize("event", _CAPTURED, ids=[e["label"] for e in _CAPTURED])
+@pytest.mark.parametrize("event", _CAPTURED, ids=[f"{e['label']}-{e['spark']}" for e in _CAPTURED])
 def test_the_plan_core_gives_the_sql_extractors_field_paths(event: dict[str, Any]) -> None:
-    """Same query, same paths: Spark's analyzed plan (captured from Spark 4.3) and the SQL text."""
+    """Same query, same paths: Spark's analyzed plan (captured from Spark 4.3 and 3.5) and the SQL text."""
     plan = extract_spark_plan_lineage(event["analyzed"], event["py4j_identities"], resultsets=True)
     assert plan.ok, plan.problems
     sql = extract_sql_lineage(event["sql"], "spark", EVENTS_SCHEMA)
@@ -57,7 +62,7 @@ def test_the_plan_core_gives_the_sql_extractors_field_paths(event: dict[str, Any
 
 def test_the_plan_core_follows_fields_into_restrictions() -> None:
     """WHERE on a field restricts the rows by that field (as the SQL extractor reads it)."""
-    event = next(e for e in _CAPTURED if e["label"] == "where_group_by_field")
+    event = next(e for e in _CAPTURED if e["label"] == "where_group_by_field")  # (Spark 4.3's)
     plan = extract_spark_plan_lineage(event["analyzed"], event["py4j_identities"], resultsets=True)
     lines = relation_lines(plan.lineage)
     assert "default.events.widget.asset.kind -> fdr -> RS-1.PseudoRows" in lines
