@@ -1351,12 +1351,9 @@ class StatementContext:
                 if chain is not None and isinstance(chain[0], exp.Column):
                     base, steps, others = chain[0], chain[1], chain[2]
                     if not (bound and not base.table and base.name.lower() in bound):
+                        # the column, then the field read of it (docs/nested-data.md)
                         start = len(out)
-                        stack_base: list[Ref] = []
-                        self._collect(
-                            base, scope, stack_base, lateral=lateral, agg=agg, window=window, func=func
-                        )
-                        out.extend(stack_base)
+                        self._collect(base, scope, out, lateral=lateral, agg=agg, window=window, func=func)
                         _add_field(out, start, ".".join(steps))
                     for other in others:
                         stack.append((other, agg, window, func, bound, filter_context))
