@@ -31,6 +31,7 @@ from atlas_bridge.model import (
     _Frozen,
     construct_all,
     construct_trusted,
+    join_field,
 )
 
 _CHAIN_TYPES = (RelationType.FDD, RelationType.FDR)
@@ -73,6 +74,8 @@ def end_to_end(lineage: Lineage) -> Lineage:
     if not local:
         return lineage
     with PausedGC():  # it makes no cyclic garbage; the collector would only walk the live chains
+        if any(r.source.field or r.target.field for r in lineage.relations):
+            return _collapse_fields(lineage, local)
         return _collapse(lineage, local)
 
 
@@ -164,6 +167,130 @@ def _collapse(lineage: Lineage, local: set[str]) -> Lineage:
         relations=tuple(relations),
         procedures=lineage.procedures,
     )
+
+
+def _collapse_fields(lineage: Lineage, local: set[str]) -> Lineage:
+    """End to end where some ends are fields of columns (``widget.asset.id``): :func:`_collapse`'s chains,
+    each hop also matched on its field paths (docs/nested-data.md).
+
+    A hop that writes field ``q`` of an intermediate column continues through a hop that reads field ``p``
+    of it when one path holds the other: reading deeper (``p`` below ``q``) makes the source deeper by the
+    rest, reading the whole (``q`` below ``p``) makes the target deeper by the rest when the hop copies the
+    value as is; two different fields (``s.a`` written, ``s.b`` read) make no chain. A separate walk from
+    :func:`_collapse` (lineage without fields, nearly all of it, keeps that one's speed).
+    """
+    out_edges: dict[tuple[str, str], list[Relation]] = defaultdict(list)
+    for rel in lineage.relations:
+        if rel.type in _CHAIN_TYPES and rel.source.dataset_id in local:
+            out_edges[(rel.source.dataset_id, rel.source.column)].append(rel)
+    inter = {node[0] for node in out_edges}
+    if not inter:
+        return lineage
+    memo: dict[tuple[str, str, str | None], dict[_FieldEnd, _Chain]] = {}
+    in_progress: set[tuple[str, str, str | None]] = set()
+
+    def reach(node: tuple[str, str], arriving: str | None, depth: int) -> dict[_FieldEnd, _Chain]:
+        """Ends reachable from ``node`` when field ``arriving`` of it was written (None: the whole), each
+        keyed with the path to add below the first source; memoised per (node, field)."""
+        mkey = (node[0], node[1], arriving)
+        if mkey in memo:
+            return memo[mkey]
+        found: dict[_FieldEnd, _Chain] = {}
+        if mkey in in_progress or depth > _MAX_FIELD_DEPTH:  # a recursive CTE: the loop adds nothing
+            return found
+        in_progress.add(mkey)
+        for hop in out_edges.get(node, ()):
+            step = _match_fields(arriving, hop)
+            if step is None:
+                continue
+            extra_source, written = step
+            head = _one_hop(hop)
+            target = hop.target
+            if target.dataset_id not in inter:
+                _keep(found, (target.dataset_id, target.column, written, extra_source), head)
+                continue
+            for (end_ds, end_col, end_field, deeper), chain in reach(
+                (target.dataset_id, target.column), written, depth + 1
+            ).items():
+                _keep(
+                    found, (end_ds, end_col, end_field, join_field(extra_source, deeper)), chain.prepend(head)
+                )
+        in_progress.discard(mkey)
+        memo[mkey] = found
+        return found
+
+    relations: list[Relation] = []
+    used: set[str] = set()
+    for rel in lineage.relations:
+        source, target = rel.source, rel.target
+        if source.dataset_id in inter:
+            continue
+        if rel.type not in _CHAIN_TYPES or target.dataset_id not in inter:
+            if target.dataset_id in inter:
+                used.add(target.dataset_id)
+            relations.append(rel)
+            continue
+        head = _one_hop(rel)
+        for (end_ds, end_col, end_field, deeper), chain in reach(
+            (target.dataset_id, target.column), target.field, 0
+        ).items():
+            edge = chain.prepend(head).edge()
+            edge["source"] = _ref(source.dataset_id, source.column, join_field(source.field, deeper))
+            edge["target"] = _ref(end_ds, end_col, end_field)
+            relations.append(Relation(**edge))
+    datasets = [d for d in lineage.datasets if d.id not in inter or d.id in used]
+    kept = _prefer_fdd(
+        Lineage(datasets=tuple(datasets), processes=lineage.processes, relations=tuple(relations)).relations
+    )
+    return Lineage(
+        datasets=tuple(datasets),
+        processes=lineage.processes,
+        relations=tuple(kept),
+        procedures=lineage.procedures,
+    )
+
+
+_FieldEnd = tuple[str, str, str | None, str | None]
+"""An end reached with field paths: (dataset id, column, its field, the path to add below the source)."""
+_MAX_FIELD_DEPTH = 400
+"""How deep :func:`_collapse_fields` follows a chain (it recurses: field paths come with small graphs)."""
+
+
+def _match_fields(arriving: str | None, hop: Relation) -> tuple[str | None, str | None] | None:
+    """How a hop continues a chain that wrote field ``arriving`` of the hop's source column: (the path to add
+    below the chain's source, the field the hop writes), or None when the hop reads another field."""
+    read, written = hop.source.field, hop.target.field
+    if arriving == read:
+        return None, written
+    if arriving is None or (read is not None and read.startswith(arriving + ".")):
+        rest = read if arriving is None else read[len(arriving) + 1 :]  # type: ignore[index]
+        return rest, written
+    if read is None or arriving.startswith(read + "."):
+        rest = arriving if read is None else arriving[len(read) + 1 :]
+        copies = hop.type is _FDD_TYPE and hop.effect in (None, Effect.EXACT_COPY)
+        return None, join_field(written, rest) if copies else written
+    return None
+
+
+def _keep(found: dict[_FieldEnd, _Chain], end: _FieldEnd, chain: _Chain) -> None:
+    old = found.get(end)
+    if old is None or (old.fdr and not chain.fdr):
+        found[end] = chain
+
+
+def _ref(dataset: str, column: str, field: str | None) -> ColumnRef:
+    return ColumnRef(dataset_id=dataset, column=column, field=field)
+
+
+def _prefer_fdd(relations: tuple[Relation, ...]) -> list[Relation]:
+    """Where both an fdd and an fdr edge join the same two ends, the fdd one alone (as _prefer_fdd_keyed)."""
+    fdd = {(r.source, r.target) for r in relations if r.type is _FDD_TYPE}
+    kept: dict[tuple[str, ...], Relation] = {}  # sorted: the earliest span of equal edges is met first
+    for r in relations:
+        if r.type is _FDR_TYPE and (r.source, r.target) in fdd:
+            continue
+        kept.setdefault(r.sort_key()[:-1], r)
+    return list(kept.values())
 
 
 class _Reach:
@@ -443,6 +570,6 @@ def relation_lines(lineage: Lineage) -> list[str]:
 
     def name(ref: ColumnRef) -> str:
         ds = by_id[ref.dataset_id]
-        return f"{ds.qualified_name}.{ref.column}"
+        return f"{ds.qualified_name}.{ref.path}"
 
     return sorted(f"{name(r.source)} -> {r.type.value} -> {name(r.target)}" for r in lineage.relations)

@@ -317,13 +317,39 @@ class Dataset(_Frozen):
 
 
 class ColumnRef(_Frozen):
-    """One end of a relation: a column of a dataset, by the dataset's id."""
+    """One end of a relation: a column of a dataset, by the dataset's id, or a field below that column.
+
+    ``field`` is the dotted path of a struct field (or map key, or an array element's field) inside the
+    column: column ``widget``, field ``asset.id`` is ``widget.asset.id``. An array's elements keep the
+    array's path (``tags`` for each tag, ``items.sku`` for each item's sku). None: the whole column. The
+    column stays the column (a dataset's columns are its top-level ones); see docs/nested-data.md.
+    """
 
     dataset_id: str
     column: str
+    field: str | None = None
 
     def __str__(self) -> str:
+        if self.field:
+            return f"{self.dataset_id}.{self.column}.{self.field}"
         return f"{self.dataset_id}.{self.column}"
+
+    @property
+    def path(self) -> str:
+        """The column and its field path, dotted (``widget.asset.id``); the column alone without a field."""
+        return f"{self.column}.{self.field}" if self.field else self.column
+
+
+def ref_key(column: str, field: str | None) -> str:
+    """The column part of a relation's sort key: the column, and its field path after a NUL (so a field
+    never equals a column whose name holds a dot, and an end without a field sorts first)."""
+    return f"{column}\x00{field}" if field else column
+
+
+def join_field(*parts: str | None) -> str | None:
+    """Field paths joined with dots, empty parts left out; None when nothing is left."""
+    kept = [p for p in parts if p]
+    return ".".join(kept) if kept else None
 
 
 _DEFAULT_FLOW = {
@@ -374,8 +400,8 @@ class Relation(_Frozen):
         source, target = self.source, self.target
         return relation_sort_key(
             self.type,
-            (source.dataset_id, source.column),
-            (target.dataset_id, target.column),
+            (source.dataset_id, ref_key(source.column, source.field)),
+            (target.dataset_id, ref_key(target.column, target.field)),
             self.clause_type,
             self.process_id,
             self.effect_type,

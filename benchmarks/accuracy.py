@@ -2,7 +2,9 @@
 
 Scores every case of ``tests/data/sql/accuracy/*.jsonl`` (the cases ``tests/test_sql_accuracy.py`` runs) at
 two levels: table level (the permanent datasets read and written both equal the expectation) and column level
-(the end-to-end column edges equal it). Prints the rates overall, per dialect, per group and per file beside
+(the end-to-end column edges equal it, field paths included: ``t.widget.asset.id``). Prints the rates
+overall, per dialect, per group, per feature (a case's ``features`` tags, e.g. ``explode``, ``struct_build``
+for nested data; its group when it has none) and per file beside
 the goal the issue sets for an outside suite (98 % table level, 95 % column level), then every miss, known
 misses (cases marked ``known_miss``) apart.
 
@@ -97,6 +99,14 @@ def main(argv: list[str] | None = None) -> int:
 
     _table("per dialect", group_by(lambda c: c["dialect"]))
     _table("per group", group_by(lambda c: str(c["group"])))
+    features: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for case, s in scored:
+        for tag in case.get("features") or [str(case["group"])]:
+            features[tag].append(s)
+    _table("per feature", features)
+    nested = group_by(lambda c: c["dialect"] if c["group"] == "nested" else "")
+    nested.pop("", None)
+    _table("nested, per dialect", nested)
     _table("per file", group_by(lambda c: c["where"].split(":")[0].removesuffix(".jsonl")))
     if args.misses:
         for title, known in (("misses", False), ("known misses", True)):

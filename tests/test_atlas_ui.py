@@ -283,3 +283,55 @@ def test_estate_lineage_tabs_draw_exactly_the_lineage_answer(browser: Any, estat
         assert bool(types & {TYPE_COLUMN, TYPE_COLUMN_LINEAGE}) is not table_level, guid
         assert console_errors(browser) == [], guid
     assert [p for p, s in srv.static_log if s != 200] == []
+
+
+# -- nested data (issue 31) ---------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def nested_estate(webapp: Path) -> Iterator[FaultServer]:
+    """JSON events read into structs and flattened, a struct built and written (nested_events.sql)."""
+    from atlas_bridge.extractors.sql import extract_sql_lineage
+
+    text = (REPO / "tests" / "data" / "sql" / "nested_events.sql").read_text(encoding="utf-8")
+    lineage = extract_sql_lineage(text, dialect="spark").lineage
+    with FaultServer(webapp=webapp) as srv:
+        client = _client(srv)
+        for batch in to_atlas_batches(lineage, namespace=NS):
+            client.post_entities(batch)
+        yield srv
+
+
+def test_nested_field_lineage_tabs_draw_and_show_the_field_paths(
+    browser: Any, nested_estate: FaultServer
+) -> None:
+    """A struct column's Lineage tab (and a flattened column's, and a built struct's) draws the column
+    lineage between the column entities; the column lineage's Properties tab shows which field went where."""
+    srv = nested_estate
+    console_errors(browser)
+    for qn in (
+        "raw.events.widget@primary",
+        "mart.widget_assets.asset_id@primary",
+        "mart.customers_nested.address@primary",
+    ):
+        tab = lineage_tab(browser, srv, _guid(srv, TYPE_COLUMN, qn))
+        assert_tab_is_the_answer(tab)
+        assert {srv.stub.entities[g]["typeName"] for g in tab["nodes"]} == {
+            TYPE_COLUMN,
+            TYPE_COLUMN_LINEAGE,
+        }, qn
+        assert len(tab["nodes"]) >= 2, qn
+        assert console_errors(browser) == [], qn
+    lineage_qn = next(
+        e["attributes"]["qualifiedName"]
+        for e in srv.stub.entities.values()
+        if e["typeName"] == TYPE_COLUMN_LINEAGE and e["attributes"]["name"].startswith("asset_id=")
+    )
+    open_entity(browser, srv, _guid(srv, TYPE_COLUMN_LINEAGE, lineage_qn), "properties")
+    shown = _wait(
+        browser,
+        "const t = document.body.innerText; return t.includes(arguments[0]) ? t : null",
+        "widget.asset.id -> asset_id",
+    )
+    assert "events.widget.asset.id" in shown  # the name
+    assert console_errors(browser) == []

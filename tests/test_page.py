@@ -52,6 +52,24 @@ def test_page_data_of_a_small_script_matches_its_golden(update_golden: bool) -> 
     assert_golden(data, "page/hive_etl.json", update_golden)
 
 
+def test_page_data_of_nested_data_shows_the_field_paths(update_golden: bool) -> None:
+    """Issue 31: a link whose source is a field below a column says which field, into which."""
+    path = REPO / "tests" / "data" / "sql" / "nested_events.sql"
+    lineage = extract_sql_lineage(path.read_text(encoding="utf-8"), "spark", file=path.name).lineage
+    data = page_data(to_atlas_entities(lineage, namespace="primary", include_resultsets=True), title="nested")
+    assert_golden(data, "page/nested_events.json", update_golden)
+    fields = {
+        (link["source"], link["target"], link["kind"]): link["fields"]
+        for link in data["links"]
+        if link.get("fields")
+    }
+    asset = ("c:raw.events.widget@primary", "c:mart.widget_assets.asset_id@primary")
+    assert fields[(*asset, "fdd")] == ["widget.asset.id -> asset_id"]
+    assert fields[(*asset, "fdr")] == ["widget.asset.kind -> asset_id"]  # WHERE e.widget.asset.kind = ...
+    city = ("c:raw.customers.city@primary", "c:mart.customers_nested.address@primary")
+    assert fields[(*city, "fdd")] == ["city -> address.city"]
+
+
 def test_page_data_keeps_every_entity_and_every_column_edge_of_the_warehouse() -> None:
     entities = _warehouse_entities()
     data = page_data(entities)

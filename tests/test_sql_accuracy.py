@@ -2,13 +2,14 @@
 
 Each line of tests/data/sql/accuracy/*.jsonl is one case: ``dialect``, ``sql``, the permanent datasets it
 ``reads`` and ``writes``, and its end-to-end column edges (``columns``: ``src.col -> fdd|fdr -> tgt.col``,
-PseudoRows edges left out; a query's own resultset is named as the extractor names it, e.g. ``RS-1``).
-Optional: ``flows`` (lines ``src.col -> v2 flow -> tgt.col`` that must be present, PseudoRows included) and
-``dataset_columns`` (a written dataset's columns, in order), ``schema`` (passed to the extractor), ``note``
-(a judgement in words) and ``known_miss`` (why the extractor is still wrong: the case keeps the correct
-expectation and is a strict xfail, so a fix shows up). Every other case must match exactly; the score per
-group is printed so a failing run shows how far each group is. ``benchmarks/accuracy.py`` scores the same
-cases at table and column level.
+PseudoRows edges left out; a query's own resultset is named as the extractor names it, e.g. ``RS-1``; an end
+may be a field below a column, ``t.widget.asset.id``, issue 31). Optional: ``features`` (tags
+``benchmarks/accuracy.py`` reports by, e.g. ``explode``), ``flows`` (lines ``src.col -> v2 flow -> tgt.col``
+that must be present, PseudoRows included), ``dataset_columns`` (a written dataset's columns, in order),
+``schema`` (passed to the extractor), ``note`` (a judgement in words) and ``known_miss`` (why the extractor
+is still wrong: the case keeps the correct expectation and is a strict xfail, so a fix shows up). Every other
+case must match exactly; the score per group is printed so a failing run shows how far each group is.
+``benchmarks/accuracy.py`` scores the same cases at table and column level.
 """
 
 from __future__ import annotations
@@ -58,8 +59,8 @@ def _observed(lineage: Lineage) -> dict[str, Any]:
             reads.add(src.qualified_name.lower())
         if tgt.kind.is_permanent:
             writes.add(tgt.qualified_name.lower())
-        left = f"{src.qualified_name}.{rel.source.column}".lower()
-        right = f"{tgt.qualified_name}.{rel.target.column}".lower()
+        left = f"{src.qualified_name}.{rel.source.path}".lower()
+        right = f"{tgt.qualified_name}.{rel.target.path}".lower()
         flows.add(f"{left} -> {rel.flow.value if rel.flow else ''} -> {right}")
         if PSEUDO_ROWS not in (rel.source.column, rel.target.column):
             columns.add(f"{left} -> {rel.type.value} -> {right}")
@@ -94,6 +95,9 @@ def test_case_files_are_well_formed() -> None:
     for case in CASES:
         assert {"id", "group", "dialect", "sql", "reads", "writes", "columns"} <= set(case), case["where"]
         assert case.get("known_miss", "x").strip(), f"{case['where']}: known_miss must say why"
+        features = case.get("features", [])
+        assert isinstance(features, list), case["where"]
+        assert all(isinstance(f, str) and f for f in features), case["where"]
     for group, dialects in _dialects_by_group().items():
         assert len(dialects) >= 3, f"group {group} in fewer than 3 dialects: {sorted(dialects)}"
 

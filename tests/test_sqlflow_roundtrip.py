@@ -192,6 +192,13 @@ def _rich_lineage() -> Lineage:
         Relation(type=RelationType.CALL, source=ref(t, "a"), target=ref(view, "a")),
         # the view has no processIds, yet one edge into it names a process: the others must stay without
         Relation(type=RelationType.FDD, source=ref(t, "a"), target=ref(view, "a"), process_id=p3.id),
+        # fields below columns (issue 31): a struct field read, a struct field built
+        Relation(
+            type=RelationType.FDD,
+            source=ColumnRef(dataset_id=t.id, column="a", field="asset.id"),
+            target=ColumnRef(dataset_id=c.id, column="b", field="s.x"),
+            process_id=p1.id,
+        ),
     )
     proc = Procedure(
         id="procedure:db.proc_a",

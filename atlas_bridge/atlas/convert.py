@@ -79,6 +79,7 @@ from atlas_bridge.graph import end_to_end
 from atlas_bridge.model import (
     PSEUDO_ROWS,
     Column,
+    ColumnRef,
     Dataset,
     DatasetKind,
     Effect,
@@ -507,6 +508,32 @@ class _ColumnLineage:
     clauses: set[str] = field(default_factory=set)
     expressions: set[str] = field(default_factory=set)
     effects: set[Effect] = field(default_factory=set)
+    paths: dict[_Ref, set[str]] = field(default_factory=dict)
+    """What of each input column is read, where a field below it is (``widget.asset.id``; the column's name
+    when it is also read whole): the display name lists these."""
+    field_paths: set[str] = field(default_factory=set)
+    """``source path -> target path`` of each edge with a field at either end (``widget.asset.id ->
+    asset_id``): the ``fieldPaths`` attribute, docs/nested-data.md."""
+
+
+def _note_fields(
+    paths: dict[_Ref, set[str]], field_paths: set[str], ref: _Ref, src: ColumnRef, tgt: ColumnRef
+) -> None:
+    """Record what an edge whose source column is ``ref`` reads of it, and its field paths if it has any."""
+    seen = paths.get(ref)
+    if seen is None:
+        seen = paths[ref] = set()
+    seen.add(src.path)
+    if src.field is not None or tgt.field is not None:
+        field_paths.add(f"{src.path} -> {tgt.path}")
+
+
+def _shown(column: str, paths: dict[_Ref, set[str]], ref: _Ref) -> list[str]:
+    """How an input shows in a display name: its column, or the fields of it that are read."""
+    seen = paths.get(ref)
+    if not seen or seen == {column}:
+        return [column]
+    return sorted(seen)
 
 
 def _column_lineage(
@@ -532,6 +559,8 @@ class _Restriction:
     sources: set[_Ref] = field(default_factory=set)
     clauses: set[str] = field(default_factory=set)
     expressions: set[str] = field(default_factory=set)
+    paths: dict[_Ref, set[str]] = field(default_factory=dict)
+    field_paths: set[str] = field(default_factory=set)
 
 
 def _process_qualified_names(lineage: Lineage, e2e: Lineage, namespace: str) -> dict[str, str]:
@@ -642,7 +671,9 @@ def _build(
             dep = naming.DEPENDENCY_DIRECT if rel.type is RelationType.FDD else naming.DEPENDENCY_INDIRECT
             cl = _column_lineage(b, col_lineage, pid, tgt.dataset_id, tgt.column, dep)
             if src_real:
-                cl.inputs.add(b.column_ref(src.dataset_id, src.column, REL_INPUTS))
+                in_ref = b.column_ref(src.dataset_id, src.column, REL_INPUTS)
+                cl.inputs.add(in_ref)
+                _note_fields(cl.paths, cl.field_paths, in_ref, src, tgt)
             else:
                 cl.table_inputs.add(src.dataset_id)  # COUNT(*): the source's row set
             if rel.type is RelationType.FDR and rel.clause_type is not None:
@@ -653,7 +684,9 @@ def _build(
                 cl.effects.add(rel.effect)
         elif src_real and written.get((pid, tgt.dataset_id)):
             r = restrict[(pid, tgt.dataset_id)]
-            r.sources.add(b.column_ref(src.dataset_id, src.column, REL_INPUTS))
+            in_ref = b.column_ref(src.dataset_id, src.column, REL_INPUTS)
+            r.sources.add(in_ref)
+            r.paths.setdefault(in_ref, set()).add(src.path)
             if rel.clause_type is not None:
                 r.clauses.add(rel.clause_type.value)
             if rel.transform:
@@ -665,6 +698,9 @@ def _build(
             cl.inputs |= r.sources
             cl.clauses |= r.clauses
             cl.expressions |= r.expressions
+            for in_ref, seen in r.paths.items():
+                cl.paths.setdefault(in_ref, set()).update(seen)
+                cl.field_paths.update(f"{p} -> {column}" for p in seen if p != b.column_of_ref[in_ref])
 
     # Datasets: everything in a table-level edge or column lineage, or written by a process.
     used: set[str] = set()
@@ -739,8 +775,9 @@ def _build(
         qn = naming.column_lineage_qualified_name(pqn, out_qn, dep, namespace)
         clauses = sorted(cl.clauses)
         sources = [
-            f"{short_name(b.by_id[b.dataset_id_of_column[r]])}.{b.column_of_ref[r].lower()}"
+            f"{short_name(b.by_id[b.dataset_id_of_column[r]])}.{shown.lower()}"
             for r in sorted(cl.inputs)
+            for shown in _shown(b.column_of_ref[r], cl.paths, r)
         ]
         sources += [short_name(b.by_id[i]) for i in sorted(cl.table_inputs)]
         name = column_lineage_display_name(
@@ -755,6 +792,8 @@ def _build(
             "dependencyType": dep,
             "expression": "\n".join(sorted(cl.expressions)),
         }
+        if cl.field_paths:  # only with nested data: other payloads (and older typedefs) stay as they were
+            attrs["fieldPaths"] = sorted(cl.field_paths)
         if dep == naming.DEPENDENCY_DIRECT:
             attrs["effect"] = max(cl.effects, key=lambda e: e.rank).value if cl.effects else ""
         else:

@@ -171,6 +171,9 @@ def page_data(entities: Iterable[Mapping[str, Any]], title: str = "Lineage") -> 
                     link["clauses"] = sorted(set(link.get("clauses", [])) | set(attrs["clauses"]))
                 if attrs.get("expression"):
                     link["expression"] = attrs["expression"]
+                fields = _fields_from(attrs.get("fieldPaths") or (), columns[source]["name"])
+                if fields:  # nested data: which field of the source column, into which field of the target
+                    link["fields"] = sorted(set(link.get("fields", [])) | set(fields))
     return {
         "title": title,
         "namespace": namespace,
@@ -181,6 +184,18 @@ def page_data(entities: Iterable[Mapping[str, Any]], title: str = "Lineage") -> 
         "processes": sorted(processes.values(), key=lambda p: p["id"]),
         "links": [links[k] for k in sorted(links)],
     }
+
+
+def _fields_from(field_paths: Iterable[str], column: str) -> list[str]:
+    """The ``fieldPaths`` entries (``widget.asset.id -> asset_id``) whose source is ``column`` or a field of
+    it (docs/nested-data.md)."""
+    low = column.lower()
+    out = []
+    for entry in field_paths:
+        src = str(entry).split(" -> ", 1)[0].lower()
+        if src == low or src.startswith(low + "."):
+            out.append(str(entry))
+    return out
 
 
 def _static(name: str) -> str:

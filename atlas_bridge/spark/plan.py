@@ -11,9 +11,11 @@ position. Following exprIds from the write command's output columns down to the 
 (EXACT_COPY for a copy or lossless cast, MODIFIED_COPY for a transformation, AGGREGATION when an aggregate
 function is on the way) with the expression text in ``transform``, and ``fdr`` edges for what only
 restricts: WHERE / HAVING / JOIN / ORDER BY into the target's PseudoRows (row-set effects), GROUP BY into the
-aggregated columns (seed 000's rule), window PARTITION BY / ORDER BY (a ranking function's keys included) and
-CASE/IF conditions into the column they decide. ``COALESCE(a, b)`` is such a conditional: its arguments are
-values (a bare column's a PARTIAL_COPY) and all but the last also decide (``fdr`` condition).
+aggregated columns (seed 000's rule) and window PARTITION BY / ORDER BY (a ranking function's keys included)
+into the windowed column. CASE/IF conditions flow (``fdd``), as SQLFlow reads CASE (a function of all its
+columns). ``COALESCE(a, b)`` is a conditional: its arguments are values (a bare column's a PARTIAL_COPY); all
+but the last also decide (``fdr`` condition), which one edge per column pair (the direct one winning) drops
+where the column already flows.
 
 Decisions (documented here because the SQL side must agree):
 
@@ -61,6 +63,7 @@ from atlas_bridge.model import (
     dataset_id,
     query_hash,
 )
+from atlas_bridge.spark import fields
 
 logger = logging.getLogger(__name__)
 
@@ -335,6 +338,11 @@ def _ident(obj: Any, default_db: str | None = None) -> _Ident | None:
 class _Src:
     dataset: str
     column: str
+    field: str | None = None
+    """A field below the column (``widget.asset.id``: column widget, field asset.id), issue 31."""
+    into: str | None = None
+    """The field of the resolved value this source feeds (``named_struct('a', x)``: x into a); None: the
+    whole value. Only on direct sources."""
 
 
 @dataclass
@@ -371,6 +379,8 @@ class _Def:
     ctx: _Node | None = None
     alts: list[int] = field(default_factory=list)
     exprs: list[_Node] = field(default_factory=list)
+    field: str | None = None
+    """A generator output that is one field of each element (``inline``, ``json_tuple``)."""
 
 
 class _Problems(Exception):
@@ -665,10 +675,13 @@ class _Extractor:
                                     self.union_alts.setdefault(xid, []).append(oid)
             elif name == "Generate":
                 gens = self.exprs(node.f.get("generator"))
-                for a in self.exprs(node.f.get("generatorOutput")):
+                outputs = self.exprs(node.f.get("generatorOutput"))
+                names = _generated_fields(gens[0], len(outputs)) if gens else None
+                for i, a in enumerate(outputs):
                     xid = _expr_id(a)
                     if xid is not None and gens:
-                        self.defs[xid] = _Def(kind="expr", expr=gens[0], ctx=node)
+                        fld = names[i] if names else None
+                        self.defs[xid] = _Def(kind="expr", expr=gens[0], ctx=node, field=fld)
             elif name == "Expand":
                 expand_out = self.exprs(node.f.get("output"))
                 projections = node.f.get("projections") or []
@@ -715,7 +728,8 @@ class _Extractor:
                 for s in d.srcs:
                     res.add_direct(s, _EXACT, None)
             elif d.kind == "expr" and d.expr is not None:
-                res.merge(self.resolve_expr(d.expr, d.ctx))
+                got = self.resolve_expr(d.expr, d.ctx)
+                res.merge(_read_field(got, d.field) if d.field else got)
             elif d.kind == "multi":
                 for ex in d.exprs:
                     res.merge(self.resolve_expr(ex, d.ctx))
@@ -734,7 +748,7 @@ class _Extractor:
         transform = None if local == _EXACT else self.render(e)
         has_agg = False
         agg_without_inputs = False
-        for ref, role in _refs(e):
+        for ref, role, path, into, copy in _refs_paths(e):
             if role == "agg":
                 has_agg = True
                 continue
@@ -743,26 +757,29 @@ class _Extractor:
                 continue
             if ref is None:
                 continue
-            sub = self.ref_resolved(ref)
+            sub = self.read(ref, path)
             if role == "value":
                 for src, (rank, tr) in sub.direct.items():
-                    res.add_direct(src, max(rank, local), transform if local != _EXACT else tr)
+                    # a struct built here puts the value into its field; a value copied as is keeps the
+                    # field of it the source fed, a computed one does not (to_json(s) is no struct)
+                    fed = _with(src, into=fields.join_path(into, src.into if copy else None))
+                    res.add_direct(fed, max(rank, local), transform if local != _EXACT else tr)
                 res.indirect |= sub.indirect
             else:
                 clause = ClauseType.WINDOW if role == "window" else ClauseType.CONDITION
                 for src in sub.direct:
-                    res.indirect.add((src, clause))
+                    res.indirect.add((_with(src, into=None), clause))
                 res.indirect |= sub.indirect
         if has_agg and ctx is not None and ctx.name == "Aggregate":
             grouping = self.exprs(ctx.f.get("groupingExpressions"))
             if grouping:
                 for g in grouping:
-                    for ref, _role in _refs(g):
+                    for ref, _role, path, _into, _copy in _refs_paths(g):
                         if ref is None:
                             continue
-                        sub = self.ref_resolved(ref)
+                        sub = self.read(ref, path)
                         for src in sub.direct:
-                            res.indirect.add((src, ClauseType.GROUP_BY))
+                            res.indirect.add((_with(src, into=None), ClauseType.GROUP_BY))
                         res.indirect |= sub.indirect
             elif not agg_without_inputs:
                 # No GROUP BY: the whole row set is the one group (seed 000).
@@ -807,6 +824,11 @@ class _Extractor:
                 res.indirect.add((src, clause))
         return res
 
+    def read(self, ref: _Node, path: str | None) -> _Resolved:
+        """:meth:`ref_resolved`, reading field ``path`` of the value (None: the whole of it)."""
+        sub = self.ref_resolved(ref)
+        return _read_field(sub, path) if path else sub
+
     def _outer_id(self, ref: _Node) -> int | None:
         """The outer query's attribute a correlated subquery refers to: ``outer(o.id)`` is a leaf whose
         attribute sits in its ``e`` field (a child only in older plans)."""
@@ -833,12 +855,12 @@ class _Extractor:
                     items.extend((e, ClauseType.JOIN) for e in self.exprs(n.f.get("condition")))
         found: set[tuple[_Src, ClauseType]] = set()
         for e, clause in items:
-            for ref, _role in _refs(e):
+            for ref, _role, path, _into, _copy in _refs_paths(e):
                 if ref is None:
                     continue
-                sub = self.ref_resolved(ref)
+                sub = self.read(ref, path)
                 for src in sub.direct:
-                    found.add((src, clause))
+                    found.add((_with(src, into=None), clause))
                 found |= sub.indirect
         return found
 
@@ -926,6 +948,8 @@ def _local_effect(e: _Node) -> int:
         if child.name not in ("Cast", "AnsiCast", "Upcast"):
             return _MODIFIED
         x = child
+    while x.name in ("GetStructField", "GetArrayStructFields") and x.children:
+        x = x.children[0]  # a struct field is a copy of that field (as ``a.b`` is in SQL)
     return _EXACT if x.name == "AttributeReference" else _MODIFIED
 
 
@@ -937,38 +961,142 @@ def _refs(e: _Node) -> Iterator[tuple[_Node | None, str]]:
     (PARTITION BY / ORDER BY of a window), ``agg`` (one per aggregate function, ref None) and ``agg_empty``
     (an aggregate without column inputs, e.g. count(*)).
     """
-    stack: list[tuple[_Node, str]] = [(e, "value")]
+    for ref, role, _path, _into, _copy in _refs_paths(e):
+        yield ref, role
+
+
+_RefPath = tuple[_Node | None, str, str | None, str | None, bool]
+
+
+def _refs_paths(e: _Node) -> Iterator[_RefPath]:
+    """:func:`_refs`, each attribute with the field of it read (``GetStructField`` and friends, a lambda's
+    element of an array), the field of the result it is built into (``CreateNamedStruct``) and whether the
+    value reaches the result as is (so a field it fed stays that field). Issue 31, docs/nested-data.md."""
+    stack: list[tuple[_Node, str, str | None, bool]] = [(e, "value", None, True)]
+    lambdas: dict[int, tuple[_Node, str | None]] = {}  # a lambda variable's exprId -> its array and path
     while stack:
-        n, role = stack.pop()
+        n, role, into, copy = stack.pop()
         name = n.name
+        chain = fields.path_chain(n) if name in _PATH_CLASSES else None
+        if chain is not None:
+            start, steps, others = chain
+            path = ".".join(steps) or None
+            var = lambdas.get(_expr_id(start) or -1) if start.name == "NamedLambdaVariable" else None
+            if var is not None:
+                yield var[0], role, fields.join_path(var[1], path), into, copy
+            elif start.name != "NamedLambdaVariable":
+                yield start, role, path, into, copy
+            stack.extend((o, role, into, False) for o in others)
+            continue
+        if name == "NamedLambdaVariable":
+            var = lambdas.get(_expr_id(n) or -1)
+            if var is not None:
+                yield var[0], role, var[1], into, copy
+            continue
+        if name in _LAMBDA_OVER_ARRAY and len(n.children) == 2 and n.children[1].name == "LambdaFunction":
+            array, lam = n.children
+            found = fields.path_chain(array) if array.name in _PATH_CLASSES else None
+            element = array if array.name in ("AttributeReference", "OuterReference") else None
+            start_path: str | None = None
+            if found is not None and found[0].name != "NamedLambdaVariable" and not found[2]:
+                element, start_path = found[0], ".".join(found[1]) or None
+            if element is None or len(lam.children) < 2:
+                stack.extend((c, role, into, False) for c in n.children)
+                continue
+            start = element
+            arg_id = _expr_id(lam.children[1])
+            body = lam.children[0]
+            reads_element = any(
+                x.name == "NamedLambdaVariable" and _expr_id(x) == arg_id for x in _walk(body)
+            )
+            if name == "ArrayTransform" and reads_element and arg_id is not None:
+                lambdas[arg_id] = (start, start_path)
+                stack.append((body, role, into, False))  # each element is what the body makes of it
+            else:  # filter: the array's elements themselves (what the body reads of them is not data)
+                yield start, role, start_path, into, copy
+                stack.append((body, role, into, False))
+            continue
+        members = fields.struct_members(n) if name == "CreateNamedStruct" else None
+        if members is not None:
+            for fname, value in reversed(members):
+                stack.append((value, role, fields.join_path(into, fname), copy))
+            continue
         if name in ("AttributeReference", "OuterReference"):
-            yield n, role
+            yield n, role, None, into, copy
             continue
         if n.is_expr and _is_tree(n.f.get("plan")):
-            yield n, role
+            yield n, role, None, into, False
             continue
+        if name == "Alias":
+            stack.extend((c, role, into, copy) for c in reversed(n.children))
+            continue
+        copy = False  # below any other expression the value is computed, not copied
         if name == "AggregateExpression":
-            yield None, "agg"
+            yield None, "agg", None, None, False
             fn = n.children[0] if n.children else None
             if fn is not None and not any(c.name == "AttributeReference" for c in _walk(fn)):
-                yield None, "agg_empty"
+                yield None, "agg_empty", None, None, False
             for i, c in enumerate(n.children):
-                stack.append((c, role if i == 0 else "condition"))
+                stack.append((c, role if i == 0 else "condition", into, False))
             continue
         if name == "WindowSpecDefinition" or name in _RANKING:
             # a ranking function's children are its window's ORDER BY keys: they order, copy nothing
             for c in n.children:
-                stack.append((c, "window"))
+                stack.append((c, "window", into, False))
             continue
         if name == "Coalesce":
             # each argument is a value; all but the last also decide (by their nullness) which is taken
             for i, c in enumerate(n.children):
-                stack.append((c, role))
+                stack.append((c, role, into, False))
                 if i < len(n.children) - 1:
-                    stack.append((c, "condition"))
+                    stack.append((c, "condition", into, False))
             continue
         for c in n.children:
-            stack.append((c, role))
+            stack.append((c, role, into, False))
+
+
+_PATH_CLASSES = frozenset(
+    {"GetStructField", "GetArrayStructFields", "GetMapValue", "ElementAt", "GetArrayItem", "GetJsonObject"}
+)
+"""Expressions that step into a value (:func:`atlas_bridge.spark.fields.path_chain`)."""
+_LAMBDA_OVER_ARRAY = frozenset({"ArrayTransform", "ArrayFilter"})
+"""Higher-order functions whose lambda's first argument is each element of the array (issue 31)."""
+
+
+def _with(src: _Src, *, into: str | None) -> _Src:
+    return src if src.into == into else _Src(src.dataset, src.column, src.field, into)
+
+
+def _read_field(res: _Resolved, path: str | None) -> _Resolved:
+    """What reading field ``path`` of a value depends on: each source that fed the whole value is read at
+    that field, one that fed that field (or a field below it, or above it) continues, another field's does
+    not (docs/nested-data.md). Restrictions stay as they are."""
+    if not path:
+        return res
+    out = _Resolved()
+    for src, (rank, tr) in res.direct.items():
+        step = fields.read_through(src.into, path)
+        if step is None:
+            continue
+        deeper, into = step
+        out.add_direct(_Src(src.dataset, src.column, fields.join_path(src.field, deeper), into), rank, tr)
+    out.indirect |= res.indirect
+    return out
+
+
+def _generated_fields(generator: _Node, count: int) -> list[str | None] | None:
+    """Per output of a generator, the field of each element it is: ``inline(items)``'s outputs are the
+    fields of the struct elements (by position), ``json_tuple(j, 'a', 'b')``'s the keys; None for the
+    others (``explode``'s element is the whole element, its position comes from the whole array)."""
+    if generator.name == "Inline" and generator.children:
+        names = fields.element_fields(fields.data_type(generator.children[0]))
+        if names is not None and len(names) == count:
+            return list(names)
+        return None
+    if generator.name == "JsonTuple" and len(generator.children) == count + 1:
+        keys = [c.f.get("value") if c.name == "Literal" else None for c in generator.children[1:]]
+        return [k if isinstance(k, str) else None for k in keys]
+    return None
 
 
 _RANKING = frozenset({"Rank", "DenseRank", "PercentRank"})
@@ -1010,6 +1138,10 @@ _FUNC_NAMES = {
     "UnscaledValue": "unscaled_value",
     "DateFormatClass": "date_format",
     "CountDistinct": "count",
+    "ArrayTransform": "transform",
+    "ArrayFilter": "filter",
+    "JsonToStructs": "from_json",
+    "CreateNamedStruct": "named_struct",
 }
 
 
@@ -1081,6 +1213,18 @@ def _render(e: _Node, inline: Any) -> str:
         return _render(kids[0], inline) + (" DESC" if "Descending" in direction else "")
     if name in ("ScalarSubquery", "Exists", "ListQuery", "InSubquery"):
         return f"{_snake(name)}(...)"
+    if name == "GetStructField" and kids:  # nested data as SQL writes it: a.b, m['k'], a[0]
+        return f"{_render(kids[0], inline)}.{fields.struct_field_name(e) or e.f.get('ordinal')}"
+    if name == "GetArrayStructFields" and kids:
+        fld = e.f.get("field")
+        return f"{_render(kids[0], inline)}.{fld.get('name') if isinstance(fld, dict) else '?'}"
+    if name in ("GetMapValue", "GetArrayItem") and len(kids) == 2:
+        return f"{_render(kids[0], inline)}[{_render(kids[1], inline)}]"
+    if name == "NamedLambdaVariable":
+        return str(e.f.get("name"))
+    if name == "LambdaFunction" and kids:
+        args = ", ".join(_render(k, inline) for k in kids[1:])
+        return f"{args if len(kids) == 2 else '(' + args + ')'} -> {_render(kids[0], inline)}"
     fn_name = _FUNC_NAMES.get(name, _snake(name))
     return f"{fn_name}({', '.join(_render(k, inline) for k in kids)})"
 
@@ -1496,8 +1640,8 @@ def _extract(
         relations.append(
             Relation(
                 type=rtype,
-                source=ColumnRef(dataset_id=src.dataset, column=src.column),
-                target=ColumnRef(dataset_id=target.id, column=col),
+                source=ColumnRef(dataset_id=src.dataset, column=src.column, field=src.field),
+                target=ColumnRef(dataset_id=target.id, column=col, field=src.into),
                 effect_type=w.effect_type,
                 clause_type=clause,
                 process_id=process_id,

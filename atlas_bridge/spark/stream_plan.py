@@ -300,7 +300,7 @@ def _kafka_topics_in(lineage: Lineage) -> Lineage:
 
     def end(ref: ColumnRef) -> ColumnRef:
         new = renamed.get(ref.dataset_id)
-        return ref if new is None else ColumnRef(dataset_id=new.id, column=ref.column)
+        return ref if new is None else ColumnRef(dataset_id=new.id, column=ref.column, field=ref.field)
 
     return Lineage(
         datasets=tuple(renamed.get(d.id, d) for d in lineage.datasets),

@@ -1985,6 +1985,14 @@ class _Builder:
             if process_id is None and self._derived:
                 derived = self._derived.get(_unnamed_key(rel))
                 process_id = self.process_ids[derived] if derived is not None else None
+        if rel.ext.get("sourceField"):  # written by us: a field below the column (docs/nested-data.md)
+            source = ColumnRef(
+                dataset_id=source.dataset_id, column=source.column, field=rel.ext["sourceField"]
+            )
+        if rel.ext.get("targetField"):
+            target = ColumnRef(
+                dataset_id=target.dataset_id, column=target.column, field=rel.ext["targetField"]
+            )
         return {
             "type": rtype,
             "source": source,

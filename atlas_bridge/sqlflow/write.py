@@ -361,6 +361,12 @@ class _RelationOut:
         self.transform = rel.transform
         self.target, self.target_spans = self._end(rel, rel.target, ids, by_id, is_source=False)
         self.source, self.source_spans = self._end(rel, rel.source, ids, by_id, is_source=True)
+        # A field below a column (docs/nested-data.md): the end names the dotted path, as SQLFlow spells a
+        # field, its id stays the column's; the field itself goes in our namespace so it reads back exactly.
+        if rel.source.field:
+            self.ext["sourceField"] = rel.source.field
+        if rel.target.field:
+            self.ext["targetField"] = rel.target.field
 
     @staticmethod
     def _end(
@@ -370,7 +376,7 @@ class _RelationOut:
         col = next(c for c in ds.columns if c.name == ref.column)
         end: dict[str, str] = {
             "id": ids.column[(ds.id, col.name)],
-            "column": _column_name(ds, col),
+            "column": f"{_column_name(ds, col)}.{ref.field}" if ref.field else _column_name(ds, col),
             "parent_id": ids.dataset[ds.id],
             "parent_name": _display_name(ds),
         }

@@ -33,6 +33,7 @@ from atlas_bridge.model import (
     RelationType,
     Span,
     default_flow,
+    ref_key,
 )
 from atlas_bridge.model import construct_all as _complete_all
 from atlas_bridge.model import construct_complete as _complete
@@ -150,6 +151,27 @@ def _spans(spans: list[Span]) -> tuple[Span, ...]:
 ColKey = tuple[str, str]
 """(dataset id, column name)."""
 
+FieldKey = tuple[str, str, str]
+"""(dataset id, column name, field path): a struct field (or array element's field) below a column."""
+
+EndKey = ColKey | FieldKey
+"""One end of an edge: a column, or a field of one (see :func:`with_field`)."""
+
+
+def with_field(key: EndKey, path: str | None) -> EndKey:
+    """``key`` with ``path`` appended below it (its own field path first); ``key`` itself when no path."""
+    if not path:
+        return key
+    if len(key) == 3:
+        return (key[0], key[1], f"{key[2]}.{path}")
+    return (key[0], key[1], path)
+
+
+def column_of(key: EndKey) -> ColKey:
+    """The column an end is in (its field path dropped)."""
+    return key if len(key) == 2 else (key[0], key[1])  # type: ignore[return-value]
+
+
 _new_relation = tuple.__new__
 
 
@@ -158,8 +180,8 @@ class RelationBuilder(NamedTuple):
     replacing it (``_replace``), which few are."""
 
     type: RelationType
-    source: ColKey
-    target: ColKey
+    source: EndKey
+    target: EndKey
     clause_type: ClauseType | None = None
     effect_type: str | None = None
     process_id: str | None = None
@@ -175,7 +197,7 @@ class GraphBuilder:
 
     def __init__(self) -> None:
         self.datasets: dict[str, DatasetBuilder] = {}
-        self.relations: dict[tuple[str, ColKey, ColKey, str], RelationBuilder] = {}
+        self.relations: dict[tuple[str, EndKey, EndKey, str], RelationBuilder] = {}
         self.processes: list[Process] = []
         self.procedures: list[Procedure] = []
         self._incoming: set[ColKey] = set()
@@ -195,8 +217,8 @@ class GraphBuilder:
     def add(
         self,
         rtype: RelationType,
-        source: ColKey,
-        target: ColKey,
+        source: EndKey,
+        target: EndKey,
         *,
         clause_type: ClauseType | None = None,
         effect_type: str | None = "select",
@@ -232,7 +254,7 @@ class GraphBuilder:
                 self.relations[key] = old._replace(effect=effect)
             return
         if rtype is not _JOIN:
-            self._incoming.add(target)
+            self._incoming.add(target if len(target) == 2 else (target[0], target[1]))  # type: ignore[arg-type]
 
     def finish(self, spelling: dict[tuple[str, str], str]) -> None:
         """End of the statement: shared column spellings, and a check that every relation end exists.
@@ -252,9 +274,10 @@ class GraphBuilder:
         exists = {(ds_id, col.name) for ds_id, ds in self.datasets.items() for col in ds.columns.values()}
         if renames:
             for rel_key, rel in self.relations.items():
-                if rel.source in renames or rel.target in renames:
+                source, target = column_of(rel.source), column_of(rel.target)
+                if source in renames or target in renames:
                     self.relations[rel_key] = rel._replace(
-                        source=renames.get(rel.source, rel.source), target=renames.get(rel.target, rel.target)
+                        source=_renamed(rel.source, renames), target=_renamed(rel.target, renames)
                     )
         rels = self.relations.values()
         if all(map(exists.__contains__, map(_SOURCE, rels))) and all(
@@ -262,10 +285,19 @@ class GraphBuilder:
         ):
             return  # every end exists (checked in C: no Python step per relation)
         for rel in rels:
-            if rel.source not in exists or rel.target not in exists:
-                ds_id, col_name = rel.source if rel.source not in exists else rel.target
+            source, target = column_of(rel.source), column_of(rel.target)
+            if source not in exists or target not in exists:
+                ds_id, col_name = source if source not in exists else target
                 msg = f"relation {rel.source} -> {rel.target}: no column {col_name!r} on {ds_id!r}"
                 raise ValueError(msg)
+
+
+def _renamed(key: EndKey, renames: dict[ColKey, ColKey]) -> EndKey:
+    """``key`` with its column spelt as ``renames`` says (its field path kept)."""
+    new = renames.get(column_of(key))
+    if new is None:
+        return key
+    return new if len(key) == 2 else (new[0], new[1], key[2])  # type: ignore[misc]
 
 
 class ScriptGraph:
@@ -303,7 +335,7 @@ class ScriptGraph:
         # and sorted on that; only relations equal on it are ordered by their span texts, the last of equal
         # ones kept, as the validator does (tests/test_sql_tpc.py compares the two constructions). The
         # models are made last, in one call.
-        refs: dict[ColKey, ColumnRef] = {}  # one (immutable) ColumnRef per column, shared
+        refs: dict[EndKey, ColumnRef] = {}  # one (immutable) ColumnRef per column, shared
         keyed: list[tuple[tuple[str, ...], dict[str, Any]]] = []
         # unpacked, not read field by field (hot path): RelationBuilder's fields in order
         for (
@@ -322,19 +354,21 @@ class ScriptGraph:
             # an end is checked when first met (its ColumnRef made): every end is, once
             source_ref = refs.get(source)
             if source_ref is None:
-                if source not in columns:
+                if column_of(source) not in columns:
                     msg = f"relation {source} -> {target}: no column {source[1]!r} on {source[0]!r}"
                     raise ValueError(msg)
                 source_ref = refs[source] = _complete(
-                    ColumnRef, {"dataset_id": source[0], "column": source[1]}
+                    ColumnRef,
+                    {"dataset_id": source[0], "column": source[1], "field": _field(source)},
                 )
             target_ref = refs.get(target)
             if target_ref is None:
-                if target not in columns:
+                if column_of(target) not in columns:
                     msg = f"relation {source} -> {target}: no column {target[1]!r} on {target[0]!r}"
                     raise ValueError(msg)
                 target_ref = refs[target] = _complete(
-                    ColumnRef, {"dataset_id": target[0], "column": target[1]}
+                    ColumnRef,
+                    {"dataset_id": target[0], "column": target[1], "field": _field(target)},
                 )
             if process_id is not None and process_id not in proc_ids:
                 msg = f"relation {source} -> {target} names unknown process {process_id!r}"
@@ -350,9 +384,9 @@ class ScriptGraph:
                 (
                     (
                         target[0],
-                        target[1],
+                        target[1] if len(target) == 2 else ref_key(target[1], target[2]),  # type: ignore[misc]
                         source[0],
-                        source[1],
+                        source[1] if len(source) == 2 else ref_key(source[1], source[2]),  # type: ignore[misc]
                         rtype._value_,
                         clause._value_ if clause is not None else "",
                         process_id or "",
@@ -394,9 +428,14 @@ class ScriptGraph:
         )
 
 
+def _field(key: EndKey) -> str | None:
+    return key[2] if len(key) == 3 else None  # type: ignore[misc]
+
+
 _SOURCE = itemgetter(1)
 _TARGET = itemgetter(2)
-"""A RelationBuilder's source and target (its second and third fields)."""
+"""A RelationBuilder's source and target (its second and third fields; an end with a field path is no
+column key, so it takes the slower check)."""
 _first = itemgetter(0)
 """The key of a keyed relation (a C function: no Python call per relation when sorting)."""
 _second = itemgetter(1)

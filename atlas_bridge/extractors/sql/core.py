@@ -30,7 +30,8 @@ from sqlglot.dialects.dialect import Dialect
 from sqlglot.generator import Generator
 from sqlglot.tokens import Token, TokenType  # type: ignore[attr-defined]
 
-from atlas_bridge.extractors.sql.builder import ColKey, DatasetBuilder, GraphBuilder
+from atlas_bridge.extractors.sql.builder import ColKey, DatasetBuilder, EndKey, GraphBuilder, with_field
+from atlas_bridge.extractors.sql.nested import PATH_NODES, built_fields, field_path, struct_fields, tuple_keys
 from atlas_bridge.extractors.sql.schema import SchemaIndex
 from atlas_bridge.extractors.sql.split import LineIndex
 from atlas_bridge.model import (
@@ -89,9 +90,9 @@ class ScriptState:
 
 @dataclass(slots=True)  # many per statement: slots make them cheaper to build and to collect
 class Ref:
-    """One column occurrence found in an expression, resolved to a dataset column."""
+    """One column occurrence found in an expression, resolved to a dataset column (or a field of one)."""
 
-    key: ColKey
+    key: EndKey
     span: Span | None = None
     agg: bool = False
     window: bool = False
@@ -517,8 +518,13 @@ class StatementContext:
             if incoming is None:
                 incoming = {}
                 for rel in self.graph.relations.values():
-                    if rel.type is FDD and rel.effect is Effect.EXACT_COPY:
-                        incoming.setdefault(rel.target, []).append(rel.source)
+                    if (
+                        rel.type is FDD
+                        and rel.effect is Effect.EXACT_COPY
+                        and len(rel.source) == 2
+                        and len(rel.target) == 2
+                    ):  # (a field's type is not its column's)
+                        incoming.setdefault(rel.target, []).append(rel.source)  # type: ignore[arg-type]
             col.data_type = self._copied_type((qr.ds.id, src), incoming)
 
     def _copied_type(self, key: ColKey, incoming: dict[ColKey, list[ColKey]]) -> str | None:
@@ -751,48 +757,67 @@ class StatementContext:
             else:
                 transform = _sql(proj if exact else expr, self.state)
             is_agg = False
-            for ref in refs:
-                if ref.count_star:
-                    is_agg = is_agg or not ref.window
-                    for src in scope.sources:
-                        src.ds.rows()
-                        self.graph.add(
-                            FDR,
-                            src.rows_key,
-                            (ds.id, col),
-                            clause_type=ClauseType.SELECT,
-                            flow=FlowKind.DATA_FLOW,
-                            effect=Effect.AGGREGATION,
-                            transform=transform,
-                            function="COUNT",
+            parts: list[tuple[EndKey, list[Ref], exp.Expr, str | None]] = [
+                ((ds.id, col), refs, expr, transform)
+            ]
+            built = built_fields(expr)
+            if built is not None:  # a struct built here: each field from its own expression
+                parts = []
+                for path, member in built:
+                    member_refs: list[Ref] = []
+                    self._collect(member, scope, member_refs, lateral=select_aliases)
+                    plain = isinstance(member, exp.Column)
+                    parts.append(
+                        (
+                            with_field((ds.id, col), path),
+                            member_refs,
+                            member,
+                            None if plain else _sql(member, self.state),
                         )
-                    continue
-                if ref.window or ref.clause is not None:
-                    is_agg = is_agg or (ref.window and ref.agg)  # a window key over grouped aggregates
-                    clause = ref.clause or ClauseType.WINDOW
-                    self.graph.add(FDR, ref.key, (ds.id, col), clause_type=clause, span=ref.span)
-                    continue
-                if ref.rows:
-                    self.graph.add(FDR, ref.key, (ds.id, col), clause_type=ClauseType.SELECT)
-                    continue
-                if ref.agg:
-                    is_agg = True
-                    effect = Effect.AGGREGATION
-                elif ref.window_agg:
-                    effect = Effect.AGGREGATION
-                elif ref.orphan:
-                    effect = Effect.AMBIGUOUS
-                else:
-                    effect = value_effect(ref, expr)
-                self.graph.add(
-                    FDD,
-                    ref.key,
-                    (ds.id, col),
-                    effect=effect,
-                    transform=transform,
-                    function=ref.func,
-                    span=ref.span,
-                )
+                    )
+            for target, refs, expr, transform in parts:
+                for ref in refs:
+                    if ref.count_star:
+                        is_agg = is_agg or not ref.window
+                        for src in scope.sources:
+                            src.ds.rows()
+                            self.graph.add(
+                                FDR,
+                                src.rows_key,
+                                (ds.id, col),
+                                clause_type=ClauseType.SELECT,
+                                flow=FlowKind.DATA_FLOW,
+                                effect=Effect.AGGREGATION,
+                                transform=transform,
+                                function="COUNT",
+                            )
+                        continue
+                    if ref.window or ref.clause is not None:
+                        is_agg = is_agg or (ref.window and ref.agg)  # a window key over grouped aggregates
+                        clause = ref.clause or ClauseType.WINDOW
+                        self.graph.add(FDR, ref.key, (ds.id, col), clause_type=clause, span=ref.span)
+                        continue
+                    if ref.rows:
+                        self.graph.add(FDR, ref.key, (ds.id, col), clause_type=ClauseType.SELECT)
+                        continue
+                    if ref.agg:
+                        is_agg = True
+                        effect = Effect.AGGREGATION
+                    elif ref.window_agg:
+                        effect = Effect.AGGREGATION
+                    elif ref.orphan:
+                        effect = Effect.AMBIGUOUS
+                    else:
+                        effect = value_effect(ref, expr)
+                    self.graph.add(
+                        FDD,
+                        ref.key,
+                        target,
+                        effect=effect,
+                        transform=transform,
+                        function=ref.func,
+                        span=ref.span,
+                    )
             if is_agg:
                 agg_cols.append(col)
         if open_stars:
@@ -873,6 +898,8 @@ class StatementContext:
         if isinstance(proj, exp.Column):
             qual = tuple(p.lower() for p in _qualifier(proj))
             src = scope.find(qual)
+            if src is None and self._struct_column_star(scope, qr, proj):
+                return
             if src is None:
                 self.warn(
                     f"{proj.sql(dialect=self.dialect)}: no such table in FROM",
@@ -936,7 +963,7 @@ class StatementContext:
                         RelationType.JOIN, lk, rk, clause_type=ClauseType.JOIN, span=self.span_of(left)
                     )
 
-    def _resolve_one(self, col: exp.Column, scope: Scope) -> ColKey | None:
+    def _resolve_one(self, col: exp.Column, scope: Scope) -> EndKey | None:
         refs: list[Ref] = []
         self._collect(col, scope, refs)
         return refs[0].key if len(refs) == 1 and not refs[0].orphan else None
@@ -1161,13 +1188,14 @@ class StatementContext:
         self._collect(func, scope, arg_refs)
         transform = _sql(func, self.state)
         fname = func.sql_name() if isinstance(func, exp.Func) else func.key.upper()
+        element_fields = self._element_fields(scope, func, arg_refs, alias_cols)
 
         def feed(col: str) -> None:
             for ref in arg_refs:
                 if not ref.count_star:
                     self.graph.add(
                         FDD,
-                        ref.key,
+                        with_field(ref.key, element_fields.get(col.lower())) if element_fields else ref.key,
                         (ds.id, col),
                         effect=Effect.MODIFIED_COPY,
                         transform=transform,
@@ -1178,14 +1206,100 @@ class StatementContext:
         for c in alias_cols or ([alias] if alias else []):
             feed(qr.add_output(c))
         if not alias_cols:
+            unnamed_unnest = isinstance(func, exp.Unnest) and not alias
 
             def extra(name: str, span: Span | None) -> str | None:
                 col = ds.column(name)
+                if unnamed_unnest:  # BigQuery: an UNNEST without alias shows its elements' fields
+                    element_fields[col.lower()] = col
                 feed(col)
                 return col
 
             qr.extra = extra
         scope.sources.append(Source(alias=(alias or ds.name).lower(), ds=ds, names=(), query=qr))
+
+    def _element_fields(
+        self, scope: Scope, func: exp.Expr, arg_refs: list[Ref], alias_cols: list[str]
+    ) -> dict[str, str]:
+        """Columns of a table function that are fields of its array's elements (lower name -> field):
+        ``inline(items) AS (sku, qty)``, Trino's ``UNNEST(items) AS x (sku, qty)`` over an array of rows.
+        The fields are named by the schema's type of the array where it is known (by position), else by
+        the column list (docs/nested-data.md). Empty for one column (the element itself) or several
+        arrays."""
+        if isinstance(func, exp.Lateral):
+            func = func.this
+        values = [r for r in arg_refs if not (r.rows or r.count_star)]
+        keys = tuple_keys(func)
+        if keys is not None:
+            return {c.lower(): k for c, k in zip(alias_cols, keys, strict=False)}
+        if isinstance(func, exp.Inline):
+            cols = alias_cols
+        elif isinstance(func, exp.Unnest) and len(func.expressions) == 1 and len(alias_cols) > 1:
+            cols = alias_cols[:-1] if func.args.get("offset") else alias_cols
+        else:
+            return {}
+        if len(values) != 1 or not cols:
+            return {}
+        key = values[0].key
+        type_text = self._column_type(scope, key)
+        if type_text is not None and type_text.strip().upper().startswith("MAP"):
+            return {}
+        known = struct_fields(type_text, key[2].split(".") if len(key) == 3 else [], self._dialect_name)
+        names = known if known is not None and len(known) == len(cols) else cols
+        return {c.lower(): n for c, n in zip(cols, names, strict=True)}
+
+    def _column_type(self, scope: Scope, key: EndKey) -> str | None:
+        """The schema's type of the column ``key`` is in, when a source of the scope (or an enclosing one)
+        is that column's table and its schema is known."""
+        s: Scope | None = scope
+        while s is not None:
+            for src in s.sources:
+                if src.ds.id == key[0] and src.types is not None:
+                    return src.types.get(key[1].lower())
+            s = s.parent
+        return None
+
+    @property
+    def _dialect_name(self) -> str | None:
+        name = type(self.dialect).__name__.lower()
+        return None if name == "dialect" else name
+
+    def _struct_column_star(self, scope: Scope, qr: QueryResult, proj: exp.Column) -> bool:
+        """``SELECT s.*`` where ``s`` is a struct column, not a table: each field of ``s`` becomes an output
+        column, fed by that field. The fields come from the schema's type of the column; without one the
+        item's fields are not known and it is read as the whole struct into a column named after it
+        (docs/nested-data.md). False when ``s`` names no column either."""
+        parts = _qualifier(proj)
+        if not parts:
+            return False
+        # placed without side effects first: a qualifier that names nothing stays a warning, no orphan
+        src = scope.find((parts[0].lower(),)) if len(parts) > 1 else None
+        found: EndKey | None = None
+        if src is not None and src.has(parts[1]) is not False:
+            found = src.column(parts[1], None, force=True)
+            found = with_field(found, ".".join(parts[2:])) if found is not None else None
+        elif src is None:
+            hit = self._lookup(parts[0], scope)
+            found = with_field(hit, ".".join(parts[1:])) if isinstance(hit, tuple) else None
+        if found is None:
+            return False
+        key = found
+        steps = key[2].split(".") if len(key) == 3 else []
+        fields = struct_fields(self._column_type(scope, key), steps, self._dialect_name)
+        span = self.span_of(proj)
+        if fields is None:
+            self.warn(
+                f"{proj.sql(dialect=self.dialect)}: the fields of the struct are not known (give a schema)",
+                kind="resolve",
+                span=span,
+            )
+            out = qr.add_output(steps[-1] if steps else key[1])
+            self.graph.add(FDD, key, (qr.ds.id, out), effect=Effect.EXACT_COPY, span=span)
+            return True
+        for name in fields:
+            out = qr.add_output(name)
+            self.graph.add(FDD, with_field(key, name), (qr.ds.id, out), effect=Effect.EXACT_COPY, span=span)
+        return True
 
     # -- expressions ----------------------------------------------------------------------------------
 
@@ -1231,6 +1345,24 @@ class StatementContext:
                 if bound and not col.table and col.name.lower() in bound:
                     continue
                 self._resolve_into(col, scope, out, lateral, agg, window, func)
+                continue
+            if kind is _PATH:
+                chain = field_path(node)
+                if chain is not None and isinstance(chain[0], exp.Column):
+                    base, steps, others = chain[0], chain[1], chain[2]
+                    if not (bound and not base.table and base.name.lower() in bound):
+                        # the column, then the field read of it (docs/nested-data.md)
+                        start = len(out)
+                        self._collect(base, scope, out, lateral=lateral, agg=agg, window=window, func=func)
+                        _add_field(out, start, ".".join(steps))
+                    for other in others:
+                        stack.append((other, agg, window, func, bound, filter_context))
+                    continue
+                kind = _OTHER
+            elif (
+                kind is _FUNC and isinstance(node, _LAMBDA_FUNCS) and isinstance(node.expression, exp.Lambda)
+            ):
+                self._lambda_call(node, scope, out, lateral, agg, window, func, bound)
                 continue
             if kind is _QUERY:
                 qr = self.query_lineage(node, scope, scope.ctes)
@@ -1280,6 +1412,62 @@ class StatementContext:
                             stack.append((child, agg, window, func, bound, filter_context))
                 elif isinstance(value, _EXPR) and _NODE_KINDS.get(type(value)) is not _LEAF:
                     stack.append((value, agg, window, func, bound, filter_context))
+
+    def _lambda_call(
+        self,
+        node: exp.Func,
+        scope: Scope,
+        out: list[Ref],
+        lateral: Mapping[str, list[Ref]] | None,
+        agg: bool,
+        window: bool,
+        func: str | None,
+        bound: frozenset[str],
+    ) -> None:
+        """``transform(items, i -> i.sku)`` / ``filter(items, i -> i.qty > 0)``: the lambda's first argument
+        is each element of the array, so ``i.sku`` reads ``items.sku``. A transform's output is what its
+        body reads (the whole array when the body does not read the element); a filter's output is the
+        array's elements, and its body's other columns."""
+        fname = node.sql_name()
+        arr_refs: list[Ref] = []
+        self._collect(
+            node.this, scope, arr_refs, lateral=lateral, agg=agg, window=window, func=fname, bound=bound
+        )
+        lam = cast(exp.Lambda, node.expression)
+        names = [e.name.lower() for e in lam.expressions]
+        inner = bound | frozenset(names)
+        var_refs = [r for r in arr_refs if not (r.rows or r.count_star)]
+        element: list[Ref] = []
+        others: list[Ref] = []
+        stack: list[exp.Expr] = [lam.this]
+        while stack:
+            n = stack.pop()
+            hit = _lambda_step(n, names[0]) if names else None
+            if hit is not None:
+                steps, rest = hit
+                path = ".".join(steps)
+                element.extend(
+                    Ref(with_field(r.key, path), r.span, agg, window, func=fname, orphan=r.orphan)
+                    for r in var_refs
+                )
+                for o in rest:
+                    self._collect(
+                        o, scope, others, lateral=lateral, agg=agg, window=window, func=fname, bound=inner
+                    )
+                continue
+            if isinstance(n, exp.Column) or not any(
+                isinstance(x, exp.Identifier) and x.name.lower() == names[0] for x in n.walk()
+            ):
+                self._collect(
+                    n, scope, others, lateral=lateral, agg=agg, window=window, func=fname, bound=inner
+                )
+                continue
+            stack.extend(reversed(list(n.iter_expressions())))
+        if isinstance(node, exp.Transform) and element:
+            out.extend(element)
+        else:
+            out.extend(arr_refs)
+        out.extend(others)
 
     def _coalesce(
         self,
@@ -1378,12 +1566,13 @@ class StatementContext:
                     if src is not None:
                         # a shorter cut is a struct field access: ``t.col.field`` reads t.col
                         col_name = name if cut == len(qual) else parts[cut]
+                        field = ".".join([*parts[cut + 1 :], name]) if cut < len(qual) else None
                         key = src.column(col_name, span, force=True)
                         if key is None:
                             key = self.orphan(col_name, span, _no_such_column(".".join(qual[:cut]), src))
-                            out.append(Ref(key, span, agg, window, func=func, orphan=True))
+                            out.append(Ref(with_field(key, field), span, agg, window, func=func, orphan=True))
                         else:
-                            out.append(Ref(key, span, agg, window, func=func))
+                            out.append(Ref(with_field(key, field), span, agg, window, func=func))
                         return
                     s = s.parent
             # ``a.b`` where ``a`` is a column (a struct field access), not a table
@@ -1393,7 +1582,9 @@ class StatementContext:
                 table_ident = col.args.get("catalog") or col.args.get("db") or col.args.get("table")
                 if isinstance(table_ident, exp.Identifier):
                     inner.this.meta.update(table_ident.meta)
+                start = len(out)
                 self._resolve_into(inner, scope, out, lateral, agg, window, func)
+                _add_field(out, start, ".".join([*parts[1:], name]))
                 return
             key = self.orphan(name, span, f"no table {'.'.join(qual)!s} in scope")
             out.append(Ref(key, span, agg, window, func=func, orphan=True))
@@ -1668,7 +1859,10 @@ def _counts_rows(count: exp.Count) -> bool:
 _WalkItem = tuple[exp.Expr, bool, bool, str | None, frozenset[str], bool]
 """An expression on _collect's stack and its context: agg, window, func, bound names, filter context."""
 
-_COLUMN, _QUERY, _WINDOW, _AGG, _FUNC, _FILTER, _LAMBDA, _LEAF, _OTHER, _COALESCE = (
+_LAMBDA_FUNCS = (exp.Transform, exp.ArrayFilter)
+"""Functions over an array whose lambda's first argument is each element (docs/nested-data.md)."""
+
+_COLUMN, _QUERY, _WINDOW, _AGG, _FUNC, _FILTER, _LAMBDA, _LEAF, _OTHER, _COALESCE, _PATH = (
     "column",
     "query",
     "window",
@@ -1679,6 +1873,7 @@ _COLUMN, _QUERY, _WINDOW, _AGG, _FUNC, _FILTER, _LAMBDA, _LEAF, _OTHER, _COALESC
     "leaf",
     "other",
     "coalesce",
+    "path",
 )
 _NODE_KINDS: dict[type, str] = {}
 """What :meth:`StatementContext._collect` does with a node, by its class: one dict lookup per node in
@@ -1688,6 +1883,8 @@ place of a chain of isinstance checks (the chain runs once per class, in :func:`
 def _node_kind(cls: type) -> str:
     if issubclass(cls, exp.Column):
         kind = _COLUMN
+    elif issubclass(cls, PATH_NODES):
+        kind = _PATH
     elif issubclass(cls, (exp.Subquery, exp.Select, exp.SetOperation)):
         kind = _QUERY
     elif issubclass(cls, exp.Window):
@@ -1708,6 +1905,33 @@ def _node_kind(cls: type) -> str:
         kind = _OTHER
     _NODE_KINDS[cls] = kind
     return kind
+
+
+def _lambda_step(node: exp.Expr, var: str) -> tuple[list[str], list[exp.Expr]] | None:
+    """The field steps below lambda variable ``var`` that ``node`` reads (``i``, ``i.sku``, ``i['k']``), and
+    the other expressions it reads; None when ``node`` is no path from ``var``."""
+    if isinstance(node, exp.Identifier):
+        return ([], []) if node.name.lower() == var else None
+    if isinstance(node, exp.Column) and not isinstance(node.this, exp.Star):
+        parts = [*_qualifier(node), node.name]
+        return (parts[1:], []) if parts[0].lower() == var else None
+    if isinstance(node, PATH_NODES):
+        chain = field_path(node)
+        if chain is None:
+            return None
+        base, steps, others = chain
+        below = _lambda_step(base, var)
+        return None if below is None else ([*below[0], *steps], others)
+    return None
+
+
+def _add_field(refs: list[Ref], start: int, path: str) -> None:
+    """Refs ``start`` on read a field below their column (``path``, dotted): a row count stays whole."""
+    if not path:
+        return
+    for ref in refs[start:]:
+        if not (ref.rows or ref.count_star):
+            ref.key = with_field(ref.key, path)
 
 
 def _qualifier(col: exp.Column) -> list[str]:

@@ -253,6 +253,7 @@
         var p = processes.get(pid);
         if (p) { tip += "\nvia " + p.name + (where(p) ? " at " + where(p) : ""); }
       });
+      e.links.forEach(function (l) { (l.fields || []).forEach(function (f) { tip += "\nfield " + f; }); });
       e.links.forEach(function (l) { if (l.expression) { tip += "\n" + l.expression; } });
       titled(hit, tip);
       if (e.kind === "fdr") {
@@ -408,6 +409,7 @@
         var l = ls[0];
         add("div", l.kind + (l.clauses ? " (" + l.clauses.join(", ").toUpperCase() + ")" : "") + " from " +
           ls.map(function (x) { return labelOf(x.source); }).join(", "));
+        ls.forEach(function (x) { (x.fields || []).forEach(function (f) { add("div", "field " + f, "field"); }); });
         if (l.expression) { add("pre", l.expression); }
       });
       groups.forEach(function (ls) {
@@ -426,6 +428,7 @@
       h.textContent = l.kind + ": " + labelOf(l.source) + " \u2192 " + labelOf(l.target);
       box.appendChild(h);
       if (l.clauses) { var c = document.createElement("div"); c.textContent = "clauses: " + l.clauses.join(", ").toUpperCase(); box.appendChild(c); }
+      (l.fields || []).forEach(function (f) { var fd = document.createElement("div"); fd.className = "field"; fd.textContent = "field " + f; box.appendChild(fd); });
       var p = processes.get(l.process);
       if (p && !seen.has(p.id)) {
         seen.add(p.id);
