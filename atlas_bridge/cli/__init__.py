@@ -36,6 +36,7 @@ _COMMAND_MODULES = (
     "atlas_bridge.cli.scan",
     "atlas_bridge.cli.instrument",
     "atlas_bridge.cli.icons",
+    "atlas_bridge.cli.serve",
 )
 
 
