@@ -102,16 +102,17 @@ def default_converter(settings: Settings, options: ServeOptions) -> Converter:
     from atlas_bridge.atlas.limits import DEFAULT_MAX_BYTES
 
     def convert(events: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[str]]:
-        from atlas_bridge.openlineage.read import lineage_from_events
+        from atlas_bridge.openlineage.read import read_events
 
-        result = lineage_from_events(events, source="serve")
+        read = read_events(events, source="serve")
         batches = to_atlas_batches(
-            result.lineage,
+            read.result.lineage,
             namespace=settings.namespace,
             max_entities=options.batch_size,
             max_bytes=DEFAULT_MAX_BYTES,
+            runs=read.runs,
         )
-        return batches, [p.message for p in result.problems]
+        return batches, [p.message for p in read.result.problems]
 
     return convert
 
@@ -120,7 +121,8 @@ def default_validator() -> Validator:
     """The OpenLineage spec's JSON schema check of the mapping package."""
     from atlas_bridge.openlineage.schema import validate_event
 
-    return validate_event
+    check: Validator = validate_event
+    return check
 
 
 # ---------------------------------------------------------------------------------------------------------
