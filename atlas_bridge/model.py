@@ -430,6 +430,11 @@ class Process(_Frozen):
     procedure: str | None = None
     """Fully qualified name of the procedure the statement sits in, if any."""
     source_file: str | None = None
+    job_namespace: str | None = None
+    """With ``job_name``: the scheduler's job this process is (an OpenLineage job's namespace and name).
+    Such a process is named after its job, not after what it reads and writes
+    (:func:`atlas_bridge.naming.job_process_qualified_name`)."""
+    job_name: str | None = None
 
 
 class Argument(_Frozen):

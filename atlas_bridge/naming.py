@@ -19,7 +19,8 @@ The rules follow the Atlas Hive hook, so our entities line up with what Hive use
   is ``<OPERATION>:<sorted inputs>-><sorted outputs>``. Only a process that writes no permanent dataset
   falls back to ``<first 16 hex of the query hash>@<namespace>``. No run time either: re-running a
   statement updates one entity (Atlas's de-duplication key); each run is a
-  process execution ``<process qn>:<run id>``.
+  process execution ``<process qn>:<run id>``. A process that is a scheduler's job (an OpenLineage job)
+  is named after the job instead: ``<job namespace>:<job name>@<namespace>``.
 * column lineage: ``<process qn>:<target column, without @namespace>:<direct|indirect>``: one entity per
   target column and dependency kind, so direct and indirect sources are told apart.
 """
@@ -192,6 +193,18 @@ def process_qualified_name_from(
     return f"{operation.upper()}:{ins}->{outs}"
 
 
+def job_process_qualified_name(job_namespace: str, job_name: str, namespace: str) -> str:
+    """A process that is a scheduler's job (an OpenLineage job): ``<job namespace>:<job name>@<namespace>``.
+
+    A job is known by its namespace and name (OpenLineage's identity of a job), whatever it reads and
+    writes from run to run, so its process keeps one qualifiedName as its inputs change; case is kept.
+
+    >>> job_process_qualified_name("airflow-prod", "etl_orders.load_orders", "primary")
+    'airflow-prod:etl_orders.load_orders@primary'
+    """
+    return f"{job_namespace}:{job_name}@{namespace}"
+
+
 def read_dataset_ids(process: Process, lineage: Lineage) -> tuple[str, ...]:
     """Ids of the permanent datasets a process reads (end to end, resultsets collapsed), sorted."""
     e2e = end_to_end(lineage)
@@ -212,6 +225,8 @@ def process_qualified_name(process: Process, lineage: Lineage, namespace: str) -
     >>> process_qualified_name(p, Lineage(datasets=[src, tgt], processes=[p], relations=[rel]), "primary")
     'INSERT:s.a@primary->s.b@primary'
     """
+    if process.job_name is not None:
+        return job_process_qualified_name(process.job_namespace or "", process.job_name, namespace)
     by_id = {d.id: d for d in lineage.datasets}
     outputs = [dataset_qualified_name(by_id[i], namespace) for i in written_dataset_ids(process, lineage)]
     inputs = [

@@ -67,7 +67,7 @@ import json
 import logging
 import re
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
@@ -552,6 +552,11 @@ def _process_qualified_names(lineage: Lineage, e2e: Lineage, namespace: str) -> 
             read[rel.process_id].add(rel.source.dataset_id)
     out: dict[str, str] = {}
     for proc in lineage.processes:
+        if proc.job_name is not None:  # a scheduler's job: named after the job, whatever it touches
+            out[proc.id] = naming.job_process_qualified_name(
+                proc.job_namespace or "", proc.job_name, namespace
+            )
+            continue
         ids = sorted(i for i in written.get(proc.id, ()) if i in by_id and by_id[i].kind.is_permanent)
         outputs = [naming.dataset_qualified_name(by_id[i], namespace) for i in ids]
         srcs = sorted(i for i in read.get(proc.id, ()) if i in e2e_by_id and e2e_by_id[i].kind.is_permanent)
@@ -569,6 +574,7 @@ def _build(
     resultsets: bool = False,
     *,
     unused: set[str] | None = None,
+    runs: Mapping[str, Sequence[RunInfo]] | None = None,
 ) -> list[_Entity]:
     """The entities of a lineage, sorted; with ``unused`` given, also every other permanent dataset (and
     its columns), whose qualifiedNames are added to ``unused`` (a part of a bigger lineage: another part
@@ -770,6 +776,11 @@ def _build(
     if run is not None:
         for pid, proc_entity in sorted(proc_entities.items()):
             b.add_execution(proc_entity, b.procs[pid], run)
+    for pid, infos in sorted((runs or {}).items()):  # each process its own runs (OpenLineage jobs)
+        runs_owner = proc_entities.get(pid)
+        if runs_owner is not None:
+            for info in sorted(infos, key=lambda r: r.run_id):
+                b.add_execution(runs_owner, b.procs[pid], info)
 
     return sorted(b.entities.values(), key=_Entity.sort_key)
 
@@ -878,7 +889,12 @@ def _guids(entities: list[_Entity]) -> dict[tuple[str, str], str]:
 
 
 def to_atlas_entities(
-    lineage: Lineage, *, namespace: str, run: RunInfo | None = None, include_resultsets: bool = False
+    lineage: Lineage,
+    *,
+    namespace: str,
+    run: RunInfo | None = None,
+    include_resultsets: bool = False,
+    runs: Mapping[str, Sequence[RunInfo]] | None = None,
 ) -> list[dict[str, Any]]:
     """All Atlas entities for a lineage, in one list whose references use placeholder guids.
 
@@ -888,6 +904,8 @@ def to_atlas_entities(
         run: when given, one process execution per process records this run.
         include_resultsets: also send what statements return without writing it anywhere (a top-level
             SELECT's result) as ``atlas_bridge_resultset`` entities, so queries that only read show too.
+        runs: runs of single processes (process id -> its runs, as OpenLineage gives them), each recorded
+            as a process execution of that process alone.
 
     Returns:
         ``AtlasEntity`` dicts, sorted (datasets and columns, processes, then column lineage and executions),
@@ -910,7 +928,7 @@ def to_atlas_entities(
     [{'typeName': 'atlas_bridge_table', 'uniqueAttributes': {'qualifiedName': 's.a@cl1'},
       'relationshipType': 'dataset_process_inputs', 'guid': '-1'}]
     """
-    entities = _build(lineage, namespace, run, include_resultsets)
+    entities = _build(lineage, namespace, run, include_resultsets, runs=runs)
     guids = _guids(entities)
     return [_render(e, guids[e.key], guids) for e in entities]
 
@@ -1000,6 +1018,7 @@ def to_atlas_batches(
     max_entities: int = 500,
     include_resultsets: bool = False,
     max_bytes: int | None = None,
+    runs: Mapping[str, Sequence[RunInfo]] | None = None,
 ) -> list[dict[str, Any]]:
     """The same entities as :func:`to_atlas_entities`, cut into bulk bodies that each stand alone.
 
@@ -1018,7 +1037,7 @@ def to_atlas_batches(
     if max_entities < 1:
         msg = f"max_entities must be at least 1, not {max_entities}"
         raise ValueError(msg)
-    entities = _build(lineage, namespace, run, include_resultsets)
+    entities = _build(lineage, namespace, run, include_resultsets, runs=runs)
     guids = _guids(entities)
     batches: list[dict[str, Any]] = []
     for chunk in _chunks(entities, guids, max_entities, max_bytes):
@@ -1059,7 +1078,12 @@ def _record(entity: _Entity) -> dict[str, Any]:
 
 
 def to_entity_records(
-    lineage: Lineage, *, namespace: str, run: RunInfo | None = None, include_resultsets: bool = False
+    lineage: Lineage,
+    *,
+    namespace: str,
+    run: RunInfo | None = None,
+    include_resultsets: bool = False,
+    runs: Mapping[str, Sequence[RunInfo]] | None = None,
 ) -> dict[str, Any]:
     """One part's entities as JSON-ready records, split into what needs a global merge and what does not.
 
@@ -1072,7 +1096,7 @@ def to_entity_records(
         datasets with :func:`merge_entity_record` and render with :func:`batches_from_records`.
     """
     unused: set[str] = set()
-    entities = _build(lineage, namespace, run, include_resultsets, unused=unused)
+    entities = _build(lineage, namespace, run, include_resultsets, unused=unused, runs=runs)
     return {
         "datasets": [_record(e) for e in entities if e.tier == _TIER_DATASETS],
         "processes": [_record(e) for e in entities if e.tier != _TIER_DATASETS],
