@@ -48,7 +48,9 @@ def fast_env(atlas_url: str | None, out: Path, **extra: str) -> dict[str, str]:
 class ServeProcess:
     """``atlas-bridge serve --port 0`` in a child process; ``url`` once it listens."""
 
-    def __init__(self, env: dict[str, str], *args: str, cwd: Path | None = None, timeout_s: float = 30.0) -> None:
+    def __init__(
+        self, env: dict[str, str], *args: str, cwd: Path | None = None, timeout_s: float = 30.0
+    ) -> None:
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "atlas_bridge", "serve", "--port", "0", *args],
             stdout=subprocess.PIPE,
@@ -120,7 +122,9 @@ def wait_for(what: str, check: Callable[[], bool], timeout_s: float, interval_s:
         raise AssertionError(msg)
 
 
-def run_events(index: int, *, namespace: str = "warehouse", producer: str = "https://example.test/ol") -> list[Any]:
+def run_events(
+    index: int, *, namespace: str = "warehouse", producer: str = "https://example.test/ol"
+) -> list[Any]:
     """START and COMPLETE of one run of a job reading one table into another, with the schema,
     columnLineage and sql facets (OpenLineage's client classes, so the events are what clients send)."""
     from openlineage.client.event_v2 import InputDataset, Job, OutputDataset, Run, RunEvent, RunState
@@ -151,11 +155,18 @@ def run_events(index: int, *, namespace: str = "warehouse", producer: str = "htt
         )
 
     lineage = column_lineage_dataset.ColumnLineageDatasetFacet(
-        fields={"customer_id": field("customer_id", "DIRECT", "IDENTITY"), "total": field("amount", "DIRECT", "AGGREGATION")}
+        fields={
+            "customer_id": field("customer_id", "DIRECT", "IDENTITY"),
+            "total": field("amount", "DIRECT", "AGGREGATION"),
+        }
     )
     sql = f"INSERT INTO {dst} SELECT customer_id, SUM(amount) AS total FROM {src} GROUP BY customer_id"
     job = Job(namespace="etl", name=f"order_totals_{index}", facets={"sql": sql_job.SQLJobFacet(query=sql)})
-    inputs = [InputDataset(namespace=namespace, name=src, facets={"schema": schema_dataset.SchemaDatasetFacet(fields=fields)})]
+    inputs = [
+        InputDataset(
+            namespace=namespace, name=src, facets={"schema": schema_dataset.SchemaDatasetFacet(fields=fields)}
+        )
+    ]
     outputs = [
         OutputDataset(
             namespace=namespace,
@@ -166,18 +177,40 @@ def run_events(index: int, *, namespace: str = "warehouse", producer: str = "htt
     t0 = f"2026-11-27T10:{index % 60:02d}:00.000Z"
     t1 = f"2026-11-27T10:{index % 60:02d}:30.000Z"
     return [
-        RunEvent(eventType=RunState.START, eventTime=t0, run=Run(runId=run_id), job=job, producer=producer, inputs=inputs, outputs=outputs),
-        RunEvent(eventType=RunState.COMPLETE, eventTime=t1, run=Run(runId=run_id), job=job, producer=producer, inputs=inputs, outputs=outputs),
+        RunEvent(
+            eventType=RunState.START,
+            eventTime=t0,
+            run=Run(runId=run_id),
+            job=job,
+            producer=producer,
+            inputs=inputs,
+            outputs=outputs,
+        ),
+        RunEvent(
+            eventType=RunState.COMPLETE,
+            eventTime=t1,
+            run=Run(runId=run_id),
+            job=job,
+            producer=producer,
+            inputs=inputs,
+            outputs=outputs,
+        ),
     ]
 
 
-def ol_client(url: str, *, compression: str | None = None, api_key: str | None = None, retries: int = 0) -> Any:
+def ol_client(
+    url: str, *, compression: str | None = None, api_key: str | None = None, retries: int = 0
+) -> Any:
     """OpenLineage's own client with its HTTP transport, pointed at ``url`` (no retries unless asked:
     a test must see each answer)."""
     from openlineage.client import OpenLineageClient
     from openlineage.client.transport.http import HttpConfig, HttpTransport
 
-    config: dict[str, Any] = {"url": url, "timeout": 10.0, "retry": {"total": retries, "read": retries, "connect": retries}}
+    config: dict[str, Any] = {
+        "url": url,
+        "timeout": 10.0,
+        "retry": {"total": retries, "read": retries, "connect": retries},
+    }
     if compression:
         config["compression"] = compression
     if api_key:
