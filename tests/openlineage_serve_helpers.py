@@ -229,9 +229,9 @@ def atlas_entities(stub: Any) -> Counter[tuple[str, str]]:
 
 def expected_entities(events: list[Any], namespace: str = "ol") -> set[tuple[str, str]]:
     """What converting ``events`` directly gives: the entities Atlas must hold after serve."""
-    from openlineage.client.serde import Serde
-
     import json
+
+    from openlineage.client.serde import Serde
 
     from atlas_bridge.config import Settings
     from atlas_bridge.openlineage.serve import ServeOptions, default_converter
