@@ -123,16 +123,24 @@ def wait_for(what: str, check: Callable[[], bool], timeout_s: float, interval_s:
 
 
 def run_events(
-    index: int, *, namespace: str = "warehouse", producer: str = "https://example.test/ol"
+    index: int,
+    *,
+    namespace: str = "warehouse",
+    producer: str = "https://example.test/ol",
+    jobs: int | None = None,
 ) -> list[Any]:
     """START and COMPLETE of one run of a job reading one table into another, with the schema,
-    columnLineage and sql facets (OpenLineage's client classes, so the events are what clients send)."""
+    columnLineage and sql facets (OpenLineage's client classes, so the events are what clients send).
+
+    ``jobs``: runs share that many jobs (and their tables), as a site's scheduled jobs run again and again.
+    """
     from openlineage.client.event_v2 import InputDataset, Job, OutputDataset, Run, RunEvent, RunState
     from openlineage.client.facet_v2 import column_lineage_dataset, schema_dataset, sql_job
 
     run_id = str(uuid.UUID(int=0x0199_0000_0000_7000_8000_0000_0000_0000 + index))
-    src = f"sales.orders_{index}"
-    dst = f"mart.order_totals_{index}"
+    job_index = index if jobs is None else index % jobs
+    src = f"sales.orders_{job_index}"
+    dst = f"mart.order_totals_{job_index}"
     fields = [
         schema_dataset.SchemaDatasetFacetFields(name="customer_id", type="bigint"),
         schema_dataset.SchemaDatasetFacetFields(name="amount", type="decimal(10,2)"),
@@ -161,7 +169,9 @@ def run_events(
         }
     )
     sql = f"INSERT INTO {dst} SELECT customer_id, SUM(amount) AS total FROM {src} GROUP BY customer_id"
-    job = Job(namespace="etl", name=f"order_totals_{index}", facets={"sql": sql_job.SQLJobFacet(query=sql)})
+    job = Job(
+        namespace="etl", name=f"order_totals_{job_index}", facets={"sql": sql_job.SQLJobFacet(query=sql)}
+    )
     inputs = [
         InputDataset(
             namespace=namespace, name=src, facets={"schema": schema_dataset.SchemaDatasetFacet(fields=fields)}
