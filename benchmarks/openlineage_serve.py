@@ -180,8 +180,8 @@ def main() -> None:
             resets = sum(1 for _, _, kind in atlas.log if kind == "reset")
             print(
                 f"Atlas down {args.down_s:g}s: {arrived}/{args.runs} runs arrived,"
-                f" each entity at most {most}x (goal {args.runs}/{args.runs}, 1x); {resets} calls refused while down; all in Atlas"
-                f" {took:.1f}s after the first post; spool empty: {pending(serve) == 0}"
+                f" each entity at most {most}x (goal {args.runs}/{args.runs}, 1x);"
+                f" {resets} calls refused while down; all in Atlas {took:.1f}s after the first post; spool empty: {pending(serve) == 0}"
             )
             print(f"long run : {long_done} runs delivered, each entity at most {executions(atlas)[1]}x")
             assert serve.terminate() == 0
