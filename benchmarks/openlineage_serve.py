@@ -181,7 +181,8 @@ def main() -> None:
             print(
                 f"Atlas down {args.down_s:g}s: {arrived}/{args.runs} runs arrived,"
                 f" each entity at most {most}x (goal {args.runs}/{args.runs}, 1x);"
-                f" {resets} calls refused while down; all in Atlas {took:.1f}s after the first post; spool empty: {pending(serve) == 0}"
+                f" {resets} calls refused while down; all in Atlas {took:.1f}s after the first post;"
+                f" spool empty: {pending(serve) == 0}"
             )
             print(f"long run : {long_done} runs delivered, each entity at most {executions(atlas)[1]}x")
             assert serve.terminate() == 0
