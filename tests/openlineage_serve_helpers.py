@@ -247,5 +247,5 @@ def expected_entities(events: list[Any], namespace: str = "ol") -> set[tuple[str
     from atlas_bridge.openlineage.serve import ServeOptions, default_converter
 
     convert = default_converter(Settings(namespace=namespace), ServeOptions())
-    batches, _ = convert([json.loads(Serde.to_json(e)) for e in events])
+    batches = convert([json.loads(Serde.to_json(e)) for e in events]).batches
     return {(e["typeName"], e["attributes"]["qualifiedName"]) for b in batches for e in b["entities"]}

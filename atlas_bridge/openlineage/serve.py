@@ -51,8 +51,19 @@ BATCH_PATH = "/api/v1/lineage/batch"
 HEALTH_PATHS = ("/health", "/healthz")
 READY_PATHS = ("/ready", "/readyz")
 
-Converter = Callable[[list[dict[str, Any]]], tuple[list[dict[str, Any]], list[str]]]
-"""Events -> (Atlas request bodies in sending order, problems worth a log line)."""
+
+@dataclasses.dataclass
+class Conversion:
+    """What a group of events gives: Atlas request bodies in sending order, the events that are not
+    OpenLineage (their index -> why; they are in no body), and problems worth a log line."""
+
+    batches: list[dict[str, Any]]
+    invalid: dict[int, list[str]] = dataclasses.field(default_factory=dict)
+    problems: list[str] = dataclasses.field(default_factory=list)
+
+
+Converter = Callable[[list[dict[str, Any]]], Conversion]
+"""Events -> their :class:`Conversion` (validating them on the way: the mapping checks each event)."""
 Validator = Callable[[Any], list[str]]
 """An event -> what makes it not OpenLineage (empty when it is)."""
 
@@ -92,6 +103,14 @@ class NotKeptError(AtlasBridgeError):
     """The events of a request could not be kept (disk full, shutting down): the request gets a 503."""
 
 
+class InvalidEventError(AtlasBridgeError):
+    """An event of the request is not OpenLineage: the request gets a 400 with ``problems``."""
+
+    def __init__(self, problems: list[str]) -> None:
+        super().__init__("not a valid OpenLineage event")
+        self.problems = problems
+
+
 # ---------------------------------------------------------------------------------------------------------
 # Conversion: the one place the OpenLineage mapping is called.
 
@@ -101,10 +120,12 @@ def default_converter(settings: Settings, options: ServeOptions) -> Converter:
     from atlas_bridge.atlas.convert import to_atlas_batches
     from atlas_bridge.atlas.limits import DEFAULT_MAX_BYTES
 
-    def convert(events: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[str]]:
+    def convert(events: list[dict[str, Any]]) -> Conversion:
         from atlas_bridge.openlineage.read import read_events
 
-        read = read_events(events, source="serve")
+        # (index, event): the mapping's problems then carry the index as their line, so an invalid event
+        # is told apart and answered 400 without a second schema check of every event here
+        read = read_events(list(enumerate(events)), source="serve")
         batches = to_atlas_batches(
             read.result.lineage,
             namespace=settings.namespace,
@@ -112,9 +133,20 @@ def default_converter(settings: Settings, options: ServeOptions) -> Converter:
             max_bytes=DEFAULT_MAX_BYTES,
             runs=read.runs,
         )
-        return batches, [p.message for p in read.result.problems]
+        out = Conversion(batches)
+        for p in read.result.problems:
+            _, marker, why = p.message.partition(_NOT_OPENLINEAGE)
+            if marker and p.line is not None:
+                out.invalid.setdefault(p.line, []).append(why)
+            else:
+                out.problems.append(p.message)
+        return out
 
     return convert
+
+
+_NOT_OPENLINEAGE = "not a valid OpenLineage event: "
+"""How the mapping's problem for an invalid event reads (``read_events``)."""
 
 
 def default_validator() -> Validator:
@@ -130,13 +162,14 @@ def default_validator() -> Validator:
 
 
 class _Request:
-    __slots__ = ("done", "error", "events", "unconverted")
+    __slots__ = ("done", "error", "events", "invalid", "unconverted")
 
     def __init__(self, events: list[dict[str, Any]]) -> None:
         self.events = events
         self.done = threading.Event()
         self.error: str | None = None
         self.unconverted = 0
+        self.invalid: list[str] = []
 
 
 class EventKeeper:
@@ -150,6 +183,7 @@ class EventKeeper:
     def __init__(
         self,
         convert: Converter,
+        validate: Validator,
         folder: Path,
         unconverted_dir: Path,
         *,
@@ -160,6 +194,7 @@ class EventKeeper:
         from atlas_bridge.atlas.sink import FileSink
 
         self.convert = convert
+        self.validate = validate
         self.folder = folder
         self.unconverted_dir = unconverted_dir
         self.max_group_events = max(1, max_group_events)
@@ -176,7 +211,10 @@ class EventKeeper:
         self._thread.start()
 
     def keep(self, events: list[dict[str, Any]], timeout_s: float) -> int:
-        """Block until ``events`` are kept; returns how many of them were kept unconverted."""
+        """Block until ``events`` are kept; returns how many of them were kept unconverted.
+
+        Raises :class:`InvalidEventError` when one is not OpenLineage (the request's valid events, of a
+        batch, are kept all the same), :class:`NotKeptError` when they could not be kept."""
         request = _Request(events)
         with self._cond:
             if self._closed:
@@ -194,6 +232,8 @@ class EventKeeper:
             request.done.wait()  # being written: that is quick
         if request.error is not None:
             raise NotKeptError(request.error)
+        if request.invalid:
+            raise InvalidEventError(request.invalid)
         return request.unconverted
 
     def close(self) -> None:
@@ -230,10 +270,10 @@ class EventKeeper:
     def _write_group(self, group: list[_Request]) -> None:
         events = [e for r in group for e in r.events]
         try:
-            batches, problems = self.convert(events)
+            conversion = self.convert(events)
         except Exception as e:
-            if len(group) == 1 and len(events) == 1:
-                self._keep_unconverted(group[0], e)
+            if len(group) == 1:
+                self._unconvertible(group[0], e)
                 return
             logger.info(
                 "a group of %d events did not convert together (%s); one request at a time", len(events), e
@@ -241,26 +281,48 @@ class EventKeeper:
             for request in group:
                 self._write_one(request)
             return
-        self._write(batches, problems, len(events))
+        self._write(group, conversion)
 
     def _write_one(self, request: _Request) -> None:
         try:
-            batches, problems = self.convert(request.events)
+            conversion = self.convert(request.events)
         except Exception as e:
-            self._keep_unconverted(request, e)
+            self._unconvertible(request, e)
             return
-        self._write(batches, problems, len(request.events))
+        self._write([request], conversion)
 
-    def _write(self, batches: list[dict[str, Any]], problems: list[str], events: int) -> None:
-        for problem in problems:
+    def _unconvertible(self, request: _Request, error: BaseException) -> None:
+        """The mapping failed on this request: a 400 if it is not OpenLineage, else kept as it came."""
+        problems: list[str] = []
+        for i, event in enumerate(request.events):
+            where = f"event {i}: " if len(request.events) > 1 else ""
+            try:
+                problems.extend(f"{where}{p}" for p in self.validate(event))
+            except Exception as e:  # a validator failing on odd input: that input's problem
+                problems.append(f"{where}could not be validated ({e.__class__.__name__})")
+        if problems:
+            request.invalid = problems
+            return
+        self._keep_unconverted(request, error)
+
+    def _write(self, group: list[_Request], conversion: Conversion) -> None:
+        offset = 0
+        invalid = 0
+        for request in group:
+            for i in range(len(request.events)):
+                for why in conversion.invalid.get(offset + i, ()):
+                    request.invalid.append(f"event {i}: {why}" if len(request.events) > 1 else why)
+                invalid += (offset + i) in conversion.invalid
+            offset += len(request.events)
+        for problem in conversion.problems:
             logger.info("openlineage: %s", problem)
-        paths = [self.sink.write(batch) for batch in batches]
+        paths = [self.sink.write(batch) for batch in conversion.batches]
         if self.fsync and paths:
             for path in paths:
                 _fsync_file(path)
             _fsync_file(self.folder / "manifest.json")
             _fsync_dir(self.folder)
-        self.events_kept += events
+        self.events_kept += offset - invalid
         self.batches_written += len(paths)
         if paths and self.written is not None:
             self.written()
@@ -568,6 +630,8 @@ class LineageApp:
         events = self._events(data, batch=batch)
         try:
             unconverted = self.keeper.keep(events, self.options.keep_timeout_s)
+        except InvalidEventError as e:
+            raise _Reply(400, "not a valid OpenLineage event", problems=e.problems[:50]) from None
         except NotKeptError as e:
             raise _Reply(
                 503, f"the event(s) could not be kept, send them again: {e}", retry_after=2
@@ -625,6 +689,8 @@ class LineageApp:
             if not isinstance(item, dict):
                 problems.append(f"{where}an OpenLineage event is a JSON object, not {_json_kind(item)}")
                 continue
+            if not batch:
+                continue  # one event: the mapping checks it as it converts (one schema check, not two)
             try:
                 found = self.validate(item)
             except RecursionError:
@@ -745,8 +811,10 @@ def build_server(
         folder = sink.directory
         delivery = "files"
         sender = None
+    check = validate if validate is not None else default_validator()
     keeper = EventKeeper(
         convert if convert is not None else default_converter(settings, options),
+        check,
         folder,
         Path(settings.output_dir) / "openlineage-unconverted",
         max_group_events=options.max_group_events,
@@ -755,7 +823,7 @@ def build_server(
     )
     app = LineageApp(
         keeper,
-        validate if validate is not None else default_validator(),
+        check,
         options,
         sender=sender,
         delivery=delivery,
