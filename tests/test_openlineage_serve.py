@@ -390,3 +390,35 @@ def test_a_real_dbt_project_run_through_dbt_ol_lands_in_atlas_with_column_lineag
         )
         assert serve.terminate() == 0
     assert KEY not in "".join(serve.stdout + serve.stderr)
+
+
+def test_an_invalid_event_among_concurrent_ones_is_its_own_400_and_the_rest_are_kept(tmp_path: Path) -> None:
+    """Requests are converted in groups: one invalid event must not cost the others of its group."""
+    runs = [run_events(i) for i in range(16)]
+    good = [json.loads(_serialise(e)) for run in runs for e in run]
+    bad = [{**json.loads(_serialise(run[0])), "eventTime": "yesterday"} for run in runs[:8]]
+    answers: list[tuple[bool, int, str]] = []
+    lock = threading.Lock()
+    with FaultServer() as atlas, ServeProcess(fast_env(atlas.url, tmp_path / "out")) as serve:
+
+        def post(events: list[dict[str, Any]], valid: bool) -> None:
+            session = requests.Session()
+            for event in events:
+                r = session.post(serve.lineage_url, json=event, timeout=30)
+                with lock:
+                    answers.append((valid, r.status_code, r.text))
+
+        threads = [threading.Thread(target=post, args=(good[k::6], True)) for k in range(6)]
+        threads += [threading.Thread(target=post, args=(bad[k::2], False)) for k in range(2)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(60)
+        assert len(answers) == len(good) + len(bad)
+        assert all(status == 200 for valid, status, _ in answers if valid)
+        refused = [text for valid, status, text in answers if not valid and status == 400]
+        assert len(refused) == len(bad)
+        assert all("eventTime" in text for text in refused), refused[0]
+        expected = expected_entities([e for run in runs for e in run])
+        wait_for("every valid event's entities in Atlas", lambda: _complete(atlas, expected), 40)
+        _assert_once(atlas, expected)
