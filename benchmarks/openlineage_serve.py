@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import tempfile
 import threading
@@ -96,6 +97,12 @@ def rss_mb(pid: int) -> float:
     return float("nan")
 
 
+def cpu_s(pid: int) -> float:
+    """User + system CPU seconds of a process so far (what it cost, whatever the machine's load)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=1000)
@@ -119,6 +126,7 @@ def main() -> None:
             wait_for("the warm-up delivered", lambda: pending(serve) == 0 and executions(atlas)[0] == 5, 60)
 
             # 1. throughput
+            cpu0 = cpu_s(serve.proc.pid)
             t0 = time.perf_counter()
             events = post_all(url, first, args.clients)
             accepted_s = time.perf_counter() - t0
@@ -129,6 +137,7 @@ def main() -> None:
                 0.2,
             )
             delivered_s = time.perf_counter() - t0
+            cpu = cpu_s(serve.proc.pid) - cpu0
             posts = sum(1 for m, p, _ in atlas.log if m == "POST" and "/entity/bulk" in p)
             print(
                 f"accepted : {events / accepted_s:8.1f} events/s  (goal >= {GOAL_ACCEPTED:g})"
@@ -137,6 +146,11 @@ def main() -> None:
             print(
                 f"delivered: {events / delivered_s:8.1f} events/s  (goal >= {GOAL_DELIVERED:g})"
                 f"  [{delivered_s:.1f}s, {posts} bulk requests to Atlas]"
+            )
+            per_event_ms = cpu / events * 1000
+            print(
+                f"serve CPU: {per_event_ms:8.2f} ms/event  (HTTP, schema check, conversion, spool, sending:"
+                f" {1000 / per_event_ms:.0f} events/s a core)  [load average {os.getloadavg()[0]:.1f}]"
             )
 
             # 2. memory over a long run
