@@ -422,3 +422,51 @@ def test_an_invalid_event_among_concurrent_ones_is_its_own_400_and_the_rest_are_
         expected = expected_entities([e for run in runs for e in run])
         wait_for("every valid event's entities in Atlas", lambda: _complete(atlas, expected), 40)
         _assert_once(atlas, expected)
+
+
+# -- configuration ------------------------------------------------------------------------------------
+
+
+def test_serve_options_come_from_flags_then_environment_then_properties(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from atlas_bridge.cli.serve import serve_options
+    from atlas_bridge.errors import ConfigError
+
+    props = {
+        "atlas.hook.atlas_bridge.serve.port": "7000",
+        "atlas.hook.atlas_bridge.serve.threads": "3",
+        "atlas.hook.atlas_bridge.serve.maxBodyBytes": "1234",
+        "atlas.hook.atlas_bridge.serve.apiKey": "from-file",
+        "atlas.hook.atlas_bridge.serve.fsync": "false",
+    }
+    for name in ("PORT", "THREADS", "MAX_BODY_BYTES", "API_KEY", "FSYNC"):
+        monkeypatch.delenv(f"ATLAS_BRIDGE_SERVE_{name}", raising=False)
+    options = serve_options(props, {}, None)
+    assert (options.port, options.threads, options.max_body_bytes) == (7000, 3, 1234)
+    assert options.api_keys == ("from-file",)
+    assert options.fsync is False
+    monkeypatch.setenv("ATLAS_BRIDGE_SERVE_THREADS", "5")
+    monkeypatch.setenv("ATLAS_BRIDGE_SERVE_API_KEY", "a, b")
+    options = serve_options(props, {"port": 0}, None)
+    assert (options.port, options.threads, options.api_keys) == (0, 5, ("a", "b"))
+    keys = tmp_path / "keys"
+    keys.write_text("k1\nk2\n", encoding="utf-8")
+    assert serve_options(props, {}, keys).api_keys == ("k1", "k2")
+    monkeypatch.setenv("ATLAS_BRIDGE_SERVE_THREADS", "many")
+    with pytest.raises(ConfigError, match="threads: not a valid int"):
+        serve_options(props, {}, None)
+
+
+def test_serve_refuses_a_taken_port_with_a_usage_error(tmp_path: Path) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = CliRunner().invoke(
+            cli,
+            ["serve", "--port", str(port), "--out", str(tmp_path / "out")],
+            env={"ATLAS_BRIDGE_REST_ADDRESS": ""},
+        )
+    assert result.exit_code == 2, result.output
+    assert "cannot listen on 127.0.0.1" in result.output
