@@ -125,7 +125,7 @@ def wait_for(what: str, check: Callable[[], bool], timeout_s: float, interval_s:
 def run_events(
     index: int,
     *,
-    namespace: str = "warehouse",
+    namespace: str = "hive://metastore.example:9083",
     producer: str = "https://example.test/ol",
     jobs: int | None = None,
 ) -> list[Any]:
