@@ -364,6 +364,10 @@ def _fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
+REUSE_CACHE_S = 600.0
+"""How long the sender trusts what it learnt of other hooks' entities (``reuse_types``)."""
+
+
 class _Stop(Exception):
     """Raised from a push's progress callback: stop at this batch boundary (the rest stays kept)."""
 
@@ -388,6 +392,7 @@ class Sender:
         self._wake = threading.Event()
         self._stopping = threading.Event()
         self._retry_at = 0.0
+        self._reuse_until = 0.0
         self._thread = threading.Thread(target=self._run, name="atlas-bridge-sender", daemon=True)
 
     def start(self) -> Sender:
@@ -427,10 +432,13 @@ class Sender:
 
                 logger.info("typedefs: %s", register_typedefs(self.sink.client).summary())
                 self.register = False
-            if getattr(self.sink, "reuse", None) is not None:
+            if getattr(self.sink, "reuse", None) is not None and time.monotonic() > self._reuse_until:
                 from atlas_bridge.atlas.reuse import reuse_from_settings
 
-                self.sink.reuse = reuse_from_settings(self.settings, self.sink.client)  # fresh per round
+                # its lookups are cached: forgotten now and then, so a Hive table made since is found and
+                # the cache of a server that runs for months stays small
+                self.sink.reuse = reuse_from_settings(self.settings, self.sink.client)
+                self._reuse_until = time.monotonic() + REUSE_CACHE_S
             self._flush()
         except FolderBusyError:
             self._retry_at = time.monotonic() + 0.5  # another process sends the spool: its batches are safe
