@@ -299,6 +299,16 @@ def test_no_atlas_configured_keeps_request_bodies_in_files(tmp_path: Path) -> No
     with ServeProcess(fast_env(None, out)) as serve:
         ol_client(serve.url).emit(run_events(0)[1])
         assert requests.get(serve.url + "/ready", timeout=5).json()["delivery"] == "files"
+        # the spec's batch endpoint: all kept, or none when one is not OpenLineage
+        two = [json.loads(_serialise(e)) for e in run_events(1)]
+        batch = requests.post(serve.url + "/api/v1/lineage/batch", json=two, timeout=10)
+        assert (batch.status_code, batch.json()) == (200, {"events": 2, "status": "kept"})
+        mixed = requests.post(
+            serve.url + "/api/v1/lineage/batch", json=[two[0], {"eventTime": 1}], timeout=10
+        )
+        assert mixed.status_code == 400
+        assert all(p.startswith("event 1: ") for p in mixed.json()["problems"]), mixed.text
+        assert requests.get(serve.url + "/ready", timeout=5).json()["events_kept"] == 3
         assert serve.terminate() == 0
     assert (out / "manifest.json").is_file()
     assert list(out.glob("0001-entities.json"))
