@@ -43,7 +43,11 @@ def extract_unit(unit: WorkUnit, options: ScanOptions, schema: SchemaIndex | Non
 def unit_results(
     unit: WorkUnit, options: ScanOptions, schema: SchemaIndex | None = None
 ) -> Iterator[UnitResult]:
-    """:func:`extract_unit`, in pieces for a SQLFlow export (a big one is never one model in memory)."""
+    """:func:`extract_unit`, in pieces for a SQLFlow export (a big one is never one model in memory); for
+    OpenLineage event files one result per file, the lineage of all their events with the first."""
+    if unit.file.kind == InputKind.OPENLINEAGE:
+        yield from (_printable(r) for r in _extract_openlineage(unit))
+        return
     if unit.file.kind != InputKind.SQLFLOW:
         yield extract_unit(unit, options, schema)
         return
@@ -139,6 +143,40 @@ def _extract_sqlflow_file(unit: WorkUnit) -> UnitResult:
     result: ExtractionResult = extract_sqlflow_lineage(read_unit(unit), file=name)
     problems = [p if p.file else p.model_copy(update={"file": name}) for p in result.problems]
     return UnitResult(name, unit.file.kind, result.lineage, len(result.lineage.processes), problems)
+
+
+def _extract_openlineage(unit: WorkUnit) -> list[UnitResult]:
+    """Every event file of the scan read together, so that a run's events in several files converge (see
+    :mod:`atlas_bridge.openlineage.read`); a file that cannot be read is a problem of that file alone."""
+    from atlas_bridge.openlineage.files import read_event_text
+    from atlas_bridge.openlineage.read import read_events
+
+    results: list[UnitResult] = []
+    events: list[tuple[str, int, Any]] = []
+    for f, content in ((unit.file, unit.content), *unit.more):
+        out = UnitResult(f.name, f.kind, Lineage())
+        try:
+            data = content if content is not None else read_unit(WorkUnit(f, 0, f.size))
+        except OSError as e:
+            out.problems.append(
+                make_problem(f"cannot read: {e.strerror or e.__class__.__name__}", f.name, kind="input")
+            )
+            results.append(out)
+            continue
+        found, problems = read_event_text(decode_text(data, f.name, out.problems), f.name)
+        events.extend(found)
+        out.problems.extend(problems)
+        out.statements = len(found)
+        results.append(out)
+    read = read_events(events)
+    by_file = {r.file: r for r in results}
+    for p in read.result.problems:
+        by_file.get(p.file or "", results[0]).problems.append(p)
+    for r in results:
+        r.problems.sort(key=lambda p: (p.line or 0, p.column or 0))
+    results[0].lineage = read.result.lineage
+    results[0].runs = read.runs
+    return results
 
 
 def _extract_query_log(unit: WorkUnit, options: ScanOptions, base: SchemaIndex | None) -> UnitResult:
@@ -332,7 +370,7 @@ def _unit_records(
     from atlas_bridge.graph import end_to_end
 
     lineage = end_to_end(r.lineage) if options.end_to_end else r.lineage
-    records = to_entity_records(lineage, namespace=namespace)
+    records = to_entity_records(lineage, namespace=namespace, runs=r.runs)
     # Relations are counted per process (spans aside), so the driver counts a process seen in many
     # scripts once; those of no process travel as short digests the driver keeps a set of.
     distinct: dict[str, set[tuple[str, ...]]] = {}

@@ -18,6 +18,7 @@ from atlas_bridge.bridge.dialects import dialect_hint
 from atlas_bridge.bridge.types import InputFile, InputKind, ScanOptions, WorkUnit
 from atlas_bridge.errors import ConfigError
 from atlas_bridge.model import Problem, Severity
+from atlas_bridge.openlineage.files import sniff_events
 
 SQL_SUFFIXES = (".sql", ".hql", ".ddl")
 
@@ -194,21 +195,25 @@ def _display(path: Path, *, resolve: bool = True) -> str:
 
 
 def classify_file(path: str | os.PathLike[str], *, query_field: str | None = None) -> str:
-    """The kind of a file, from its suffix and, for ``.json``, its first line.
+    """The kind of a file, from its suffix and, for ``.json``, ``.jsonl`` and ``.ndjson``, its content.
 
-    A ``.json`` whose first line is a whole JSON object with a query-text field (and none of SQLFlow's
+    A file whose first value is an OpenLineage event (or an array of them) holds OpenLineage events. A
+    ``.json`` whose first line is a whole JSON object with a query-text field (and none of SQLFlow's
     top-level keys) is a JSON-lines query log; an object of objects of strings is a schema mapping.
     """
     p = Path(path)
     suffix = p.suffix.lower()
     if suffix in SQL_SUFFIXES:
         return InputKind.SQL
-    if suffix in LOG_SUFFIXES:
-        return InputKind.QUERY_LOG
-    if suffix == ".json":
+    if suffix in (".jsonl", ".ndjson", ".json"):  # OpenLineage events are told by their content
         with open(p, "rb") as fh:
             head = fh.read(_SNIFF_BYTES)
-        return _sniff_json(head, query_field)
+        if sniff_events(head):
+            return InputKind.OPENLINEAGE
+        if suffix == ".json":
+            return _sniff_json(head, query_field)
+    if suffix in LOG_SUFFIXES:
+        return InputKind.QUERY_LOG
     return InputKind.SQLFLOW
 
 
@@ -335,9 +340,21 @@ def plan_units(
 ) -> list[WorkUnit]:
     """One unit per file; JSON-lines query logs above ``options.chunk_bytes`` in line-aligned byte ranges,
     and plain SQL scripts above ``options.sql_chunk_bytes`` in pieces cut at statement ends (see
-    :func:`split_script`), so one big script spreads over every core and no task holds it all."""
+    :func:`split_script`), so one big script spreads over every core and no task holds it all. OpenLineage
+    event files are one unit, first: the events of one run may be spread over files."""
     units: list[WorkUnit] = []
+    events = [f for f in files if f.kind == InputKind.OPENLINEAGE]
+    if events:  # one unit: a run's events may be spread over files
+
+        def content(f: InputFile) -> bytes | None:
+            return Path(f.path).read_bytes() if ship_content else None
+
+        first = events[0]
+        more = tuple((f, content(f)) for f in events[1:])
+        units.append(WorkUnit(first, 0, first.size, content(first), more=more))
     for f in files:
+        if f.kind == InputKind.OPENLINEAGE:
+            continue
         splittable = f.kind == InputKind.QUERY_LOG and not f.name.lower().endswith(".csv")
         if f.kind == InputKind.SQL and f.size > options.sql_chunk_bytes:
             units.extend(_script_units(f, options, ship_content=ship_content))

@@ -6,6 +6,7 @@ import dataclasses
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from atlas_bridge.atlas.convert import RunInfo
 from atlas_bridge.extractors.sql.schema import LearnedTable, TableKey
 from atlas_bridge.model import Lineage, Problem
 
@@ -19,6 +20,8 @@ class InputKind:
     SQL = "sql"
     SQLFLOW = "sqlflow"
     QUERY_LOG = "query_log"
+    OPENLINEAGE = "openlineage"
+    """OpenLineage events (JSON, JSON lines), as the file transport and ``dbt-ol`` write them."""
     SCHEMA = "schema"
     """A sqlglot schema mapping (``{db: {table: {col: type}}}``): not lineage, skipped (use ``--schema``)."""
 
@@ -87,6 +90,9 @@ class WorkUnit:
     """The script's last ``USE`` before the piece, run first so names resolve as in the whole script."""
     dialect: str | None = None
     """The dialect the whole script declares in its first lines (a piece no longer holds them)."""
+    more: tuple[tuple[InputFile, bytes | None], ...] = ()
+    """OpenLineage: the scan's other event files (and their bytes when shipped), read with ``file`` in
+    one unit: one run's events may be in several files (the file transport writes a file per event)."""
 
 
 @dataclasses.dataclass
@@ -105,6 +111,8 @@ class UnitResult:
     """Tables and views the unit's DDL defined, with their columns (what the estate learns from it)."""
     lookups: list[TableKey] = dataclasses.field(default_factory=list)
     """Tables the unit looked up that its own DDL did not define (see ``SchemaIndex.lookups``)."""
+    runs: Mapping[str, tuple[RunInfo, ...]] = dataclasses.field(default_factory=dict)
+    """Runs of single processes (OpenLineage runs), recorded as their process executions."""
 
 
 @dataclasses.dataclass(frozen=True)

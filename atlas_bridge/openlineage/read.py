@@ -187,12 +187,12 @@ def lineage_from_events(
 
 
 def read_events(
-    events: Iterable[Mapping[str, Any] | tuple[int | None, Any]], *, source: str | None = None
+    events: Iterable[Mapping[str, Any] | tuple[str | None, int | None, Any]], *, source: str | None = None
 ) -> OpenLineageRead:
     """:func:`lineage_from_events`, with each process's runs.
 
-    An item may be an event, or ``(line, event)`` where the event came from a file's line (the problems
-    then name it); an event that is not even a JSON object is a problem too.
+    An item may be an event, or ``(file, line, event)`` for an event read from a file (the problems then
+    name that file and line); an event that is not even a JSON object is a problem too.
     """
     problems: list[Problem] = []
     valid: list[tuple[tuple[Any, ...], Mapping[str, Any]]] = []
@@ -200,9 +200,10 @@ def read_events(
     for item in events:
         count += 1
         line: int | None = None
+        file = source
         event: Any = item
         if isinstance(item, tuple):
-            line, event = item
+            file, line, event = item
         where = f"event {count}" if line is None else "event"
         messages = validate_event(event)
         if messages:
@@ -211,7 +212,7 @@ def read_events(
                     Problem(
                         message=f"{where}: not a valid OpenLineage event: {message}",
                         kind="openlineage",
-                        file=source,
+                        file=file,
                         line=line,
                     )
                 )
@@ -317,11 +318,21 @@ def _table_symlink(facets: Mapping[str, Any]) -> str | None:
     if not isinstance(symlinks, Mapping):
         return None
     names = sorted(
-        str(i.get("name"))
+        _glue_table(str(i.get("name")))
         for i in symlinks.get("identifiers") or ()
         if isinstance(i, Mapping) and str(i.get("type", "")).upper() == "TABLE" and i.get("name")
     )
     return names[0] if names else None
+
+
+def _glue_table(name: str) -> str:
+    """A Glue table's name (``table/<db>/<table>``, as Athena's symlinks give it) as ``db.table``.
+
+    >>> _glue_table("table/sales/orders"), _glue_table("sales.orders")
+    ('sales.orders', 'sales.orders')
+    """
+    parts = name.split("/")
+    return f"{parts[1]}.{parts[2]}" if len(parts) == 3 and parts[0] == "table" else name
 
 
 def _is_view(facets: Mapping[str, Any]) -> bool:
@@ -591,7 +602,6 @@ class _Builder:
             name=job.name,
             query_hash=hashed,
             sql=text,
-            source_file=self.source,
             job_namespace=job.namespace,
             job_name=job.name,
         )
