@@ -123,9 +123,9 @@ def default_converter(settings: Settings, options: ServeOptions) -> Converter:
     def convert(events: list[dict[str, Any]]) -> Conversion:
         from atlas_bridge.openlineage.read import read_events
 
-        # (index, event): the mapping's problems then carry the index as their line, so an invalid event
-        # is told apart and answered 400 without a second schema check of every event here
-        read = read_events(list(enumerate(events)), source="serve")
+        # (source, index, event): the mapping's problems then carry the index as their line, so an invalid
+        # event is told apart and answered 400 without a second schema check of every event here
+        read = read_events([("serve", i, e) for i, e in enumerate(events)], source="serve")
         batches = to_atlas_batches(
             read.result.lineage,
             namespace=settings.namespace,
