@@ -480,3 +480,22 @@ def test_serve_refuses_a_taken_port_with_a_usage_error(tmp_path: Path) -> None:
         )
     assert result.exit_code == 2, result.output
     assert "cannot listen on 127.0.0.1" in result.output
+
+
+def test_connections_beyond_the_limit_wait_and_are_served_once_others_close(tmp_path: Path) -> None:
+    env = fast_env(None, tmp_path / "out")
+    with ServeProcess(env, "--max-connections", "4", "--threads", "1") as serve:
+        host, port = serve.url.removeprefix("http://").split(":")
+        idle = [socket.create_connection((host, int(port)), timeout=5) for _ in range(4)]
+        try:
+            with pytest.raises(requests.exceptions.ReadTimeout):
+                requests.get(serve.url + "/health", timeout=(2, 1.5))  # queued behind the limit
+        finally:
+            for s in idle:
+                s.close()
+        wait_for(
+            "the server to take connections again",
+            lambda: requests.get(serve.url + "/health", timeout=5).status_code == 200,
+            20,
+        )
+        assert serve.proc.poll() is None
