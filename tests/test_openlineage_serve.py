@@ -499,3 +499,37 @@ def test_connections_beyond_the_limit_wait_and_are_served_once_others_close(tmp_
             20,
         )
         assert serve.proc.poll() is None
+
+
+# -- the keeper, in-process: what the mapping cannot convert is kept as it came -----------------------
+
+
+def test_an_event_the_mapping_cannot_convert_is_kept_as_it_came_and_the_rest_of_its_group_is_written(
+    tmp_path: Path,
+) -> None:
+    from atlas_bridge.openlineage.serve import Conversion, EventKeeper, InvalidEventError
+
+    def convert(events: list[dict[str, Any]]) -> Conversion:
+        if any(e.get("boom") for e in events):
+            msg = "a mapping bug"
+            raise RuntimeError(msg)
+        table = {"typeName": "DataSet", "guid": "-1", "attributes": {"qualifiedName": "t", "name": "t"}}
+        return Conversion([{"entities": [table], "referredEntities": {}}] if events else [])
+
+    def validate(event: dict[str, Any]) -> list[str]:
+        return ["eventTime: missing"] if event.get("bad") else []
+
+    keeper = EventKeeper(convert, validate, tmp_path / "spool", tmp_path / "unconverted", fsync=True)
+    try:
+        assert keeper.keep([{"boom": True, "n": 1}], 10) == 1
+        with pytest.raises(InvalidEventError) as info:
+            keeper.keep([{"boom": True, "bad": True}], 10)
+        assert info.value.problems == ["eventTime: missing"]
+        assert keeper.keep([{"n": 2}], 10) == 0
+    finally:
+        keeper.close()
+    kept = [json.loads(line) for p in (tmp_path / "unconverted").glob("*.jsonl") for line in p.open()]
+    assert kept == [{"boom": True, "n": 1}]
+    assert [p.name for p in (tmp_path / "spool").glob("*-entities.json")] == ["0001-entities.json"]
+    assert keeper.events_kept == 1
+    assert keeper.unconverted == 1
