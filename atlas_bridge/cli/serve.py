@@ -175,7 +175,9 @@ def serve_command(
         overrides["delivery"] = "kafka"
     settings = load_settings(config_file, atlas_url, user, **overrides)
     if to == "files":
-        settings = settings.model_copy(update={"rest_address": [], "kafka_bootstrap_servers": []})
+        settings = settings.model_copy(
+            update={"rest_address": [], "kafka_bootstrap_servers": [], "delivery": "auto"}
+        )
     if to == "atlas" and not settings.atlas_configured:
         msg = (
             "--to atlas needs an Atlas address: --atlas URL, ATLAS_BRIDGE_REST_ADDRESS or atlas.rest.address"
