@@ -533,3 +533,36 @@ def test_an_event_the_mapping_cannot_convert_is_kept_as_it_came_and_the_rest_of_
     assert [p.name for p in (tmp_path / "spool").glob("*-entities.json")] == ["0001-entities.json"]
     assert keeper.events_kept == 1
     assert keeper.unconverted == 1
+
+
+# -- Kafka: Atlas's hook topic instead of its REST API ------------------------------------------------
+
+
+def test_serve_to_kafka_publishes_the_events_entities_to_atlas_hook_topic(
+    kafka_broker: Any, tmp_path: Path
+) -> None:
+    from atlas_bridge.atlas.kafka import batches_from_messages
+
+    events = [e for i in range(2) for e in run_events(i)]
+    expected = expected_entities(events)
+    before = len(kafka_broker.read())
+    env = fast_env(None, tmp_path / "out", ATLAS_BRIDGE_KAFKA_BOOTSTRAP_SERVERS=kafka_broker.servers)
+    with ServeProcess(env, "--to", "kafka") as serve:
+        assert requests.get(serve.url + "/ready", timeout=5).json()["delivery"] == "kafka"
+        client = ol_client(serve.url, compression="gzip")
+        for event in events:
+            client.emit(event)
+
+        def sent() -> bool:
+            ready = requests.get(serve.url + "/ready", timeout=5).json()
+            return bool(ready["atlas"] == "up" and ready["pending_batches"] == 0)
+
+        wait_for("the spool published", sent, 30, 0.1)
+        values = [v for _, v in kafka_broker.read()[before:]]
+        published = {
+            (e["typeName"], e["attributes"]["qualifiedName"])
+            for b in batches_from_messages(values)
+            for e in b["entities"]
+        }
+        assert expected <= published, sorted(expected - published)[:5]
+        assert serve.terminate() == 0
