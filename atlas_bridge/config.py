@@ -46,6 +46,9 @@ PROPERTY_KEYS: dict[str, str] = {
     "atlas.client.password": "password",
     "atlas.authentication.method.kerberos": "kerberos",
     "atlas.enableTLS": "enable_tls",
+    _HOOK + "openlineage": "openlineage",
+    _HOOK + "openlineage.apiKey": "openlineage_api_key",
+    _HOOK + "openlineage.jobNamespace": "openlineage_job_namespace",
     _HOOK + "numRetries": "retries",
     _HOOK + "backoffSecs": "backoff_s",
     _HOOK + "requestDeadlineSecs": "request_deadline_s",
@@ -275,6 +278,14 @@ class Settings(BaseSettings):
     delivery: Literal["auto", "rest", "kafka"] = "auto"
     """Where the hook's sink sends: ``auto`` = Kafka when bootstrap servers are set (as Atlas's hooks do),
     else Atlas's REST API when an address is set, else files."""
+
+    openlineage: str | None = None
+    """Where the hook (and ``scan --to openlineage``) also sends OpenLineage run events: an endpoint URL
+    (``http://marquez:5000``; events are POSTed to ``/api/v1/lineage``) or a folder of event files."""
+    openlineage_api_key: SecretStr | None = None
+    """Bearer token for the OpenLineage endpoint."""
+    openlineage_job_namespace: str = "atlas-bridge"
+    """The OpenLineage namespace of the jobs our statements become."""
 
     kafka_bootstrap_servers: Annotated[list[str], NoDecode] = Field(default_factory=list)
     """``host:port`` of Kafka brokers (``atlas.kafka.bootstrap.servers``); empty = no Kafka."""

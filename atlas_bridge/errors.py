@@ -9,6 +9,7 @@ Everything the package raises on purpose derives from one root, so callers can c
     ├── TypedefError           our typedefs cannot be registered as they are
     ├── NotificationError      a Kafka hook message that cannot be decoded
     ├── FolderBusyError        another process is sending the same folder of batches
+    ├── OpenLineageError       an OpenLineage endpoint refused our events, or could not be reached
     └── AtlasError             Atlas answered with an error, or could not be reached
         ├── AtlasAuthError     401 / 403
         │   └── KafkaAuthError     the Kafka brokers refused our credentials or the topic
@@ -181,3 +182,21 @@ class FolderBusyError(AtlasBridgeError):
     def __init__(self, message: str, *, folder: str) -> None:
         super().__init__(message)
         self.folder = folder
+
+
+class OpenLineageError(AtlasBridgeError):
+    """An OpenLineage endpoint (``POST /api/v1/lineage``) refused our events or kept failing.
+
+    Attributes:
+        status_code: the last HTTP status, or None when no response arrived.
+        url: the endpoint, without credentials.
+        attempts: how many attempts were made.
+    """
+
+    def __init__(
+        self, message: str, *, status_code: int | None = None, url: str = "", attempts: int = 0
+    ) -> None:
+        super().__init__(message)
+        self.status_code = status_code
+        self.url = url
+        self.attempts = attempts

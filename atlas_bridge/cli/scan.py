@@ -66,9 +66,11 @@ def register(group: click.Group) -> None:
     "--to",
     "to",
     default=None,
-    metavar="atlas|kafka|DIR",
+    metavar="atlas|kafka|openlineage[:URL|:DIR]|DIR",
     help="'atlas' sends to the configured Atlas; 'kafka' publishes hook messages to Atlas's hook topic "
-    "(atlas.kafka.bootstrap.servers); DIR writes the request bodies there (never contacts Atlas). "
+    "(atlas.kafka.bootstrap.servers); 'openlineage:URL' POSTs OpenLineage run events to an OpenLineage "
+    "endpoint, 'openlineage:DIR' writes them as files ('openlineage' alone: the openlineage setting); "
+    "DIR writes the request bodies there (never contacts Atlas). "
     "Default: Atlas when one is configured, else the configured output_dir.",
 )
 @click.option(
@@ -159,6 +161,9 @@ def scan_command(
     """
     from atlas_bridge import bridge
 
+    if to is not None and (to == "openlineage" or to.startswith(("openlineage:", "openlineage="))):
+        _scan_to_openlineage(paths, to, namespace, config_file, include, exclude, query_field, fail_on)
+        return
     _log_progress_lines()
     _quiet_py4j_on_interrupt()
     _sigterm_interrupts()
@@ -245,6 +250,82 @@ def scan_command(
     if d.interrupted:
         sys.exit(130)
     if summary.failed(fail_on):
+        sys.exit(1)
+
+
+def _scan_to_openlineage(
+    paths: tuple[Path, ...],
+    to: str,
+    namespace: str | None,
+    config_file: Path | None,
+    include: tuple[str, ...],
+    exclude: tuple[str, ...],
+    query_field: str | None,
+    fail_on: str,
+) -> None:
+    """``--to openlineage[:URL|:DIR]``: the inputs' lineage as OpenLineage run events, sent as they are
+    read (on this process, no Spark job: events go out file by file, nothing is merged into Atlas)."""
+    import datetime
+
+    from atlas_bridge import bridge
+    from atlas_bridge.bridge.extract import unit_results
+    from atlas_bridge.config import Settings
+    from atlas_bridge.errors import OpenLineageError
+    from atlas_bridge.graph import end_to_end
+    from atlas_bridge.model import Severity
+    from atlas_bridge.openlineage.sink import make_event_sink
+    from atlas_bridge.openlineage.write import lineage_to_events
+
+    try:
+        settings = Settings.load(config_file, namespace=namespace)
+        target = to[len("openlineage") + 1 :] or settings.openlineage
+        if not target:
+            msg = "--to openlineage needs a URL or a folder: --to openlineage:URL, or the openlineage setting"
+            raise ConfigError(msg)
+        problems: list[Any] = []
+        files, notes = bridge.discover_inputs(
+            [str(p) for p in paths],
+            include=include,
+            exclude=exclude,
+            query_field=query_field,
+            problems=problems,
+        )
+        sink = make_event_sink(target, settings)
+    except ConfigError as e:
+        raise click.UsageError(str(e)) from e
+    now = (
+        datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    )
+    events = 0
+    statements = 0
+    try:
+        for unit in bridge.plan_units(files, bridge.ScanOptions(query_field=query_field)):
+            for r in unit_results(unit, bridge.ScanOptions(query_field=query_field)):
+                statements += r.statements
+                problems.extend(r.problems)
+                for event in lineage_to_events(
+                    end_to_end(r.lineage),
+                    namespace=settings.namespace,
+                    event_time=now,
+                    runs=r.runs,
+                    job_namespace=settings.openlineage_job_namespace,
+                ):
+                    sink.emit(event)
+                    events += 1
+    except OpenLineageError as e:
+        click.echo(f"error: {e}", err=True)
+        sys.exit(1)
+    finally:
+        sink.close()
+    for note in notes:
+        click.echo(f"note: {note}", err=True)
+    for p in problems:
+        click.echo(str(p), err=True)
+    where = target if "://" in target else str(Path(target).resolve())
+    click.echo(f"files:      {len(files)}\nstatements: {statements}\nevents:     {events} sent to {where}")
+    errors = sum(1 for p in problems if p.severity is Severity.ERROR)
+    click.echo(f"errors:     {errors}")
+    if errors and fail_on != "never":
         sys.exit(1)
 
 

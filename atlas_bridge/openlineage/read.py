@@ -278,11 +278,9 @@ def dataset_from_name(namespace: str, name: str, facets: Mapping[str, Any] | Non
         )
     if scheme in TABLE_SCHEMES or namespace.startswith("arn:aws:glue"):
         return _table(name, _is_view(facets))
-    if scheme == "file":
+    if scheme == "file":  # as the Spark hook spells a local path: no ``file:``
         uri = _normalize(name if namespace.rstrip("/") in ("file", "file:") else _join(namespace, name))
-    elif scheme in PATH_SCHEMES:
-        uri = _normalize(_join(namespace, name))
-    else:
+    else:  # the location as given (an object key's trailing ``/`` included)
         uri = _join(namespace, name)
     return Dataset(id=dataset_id(DatasetKind.PATH, uri), kind=DatasetKind.PATH, name=uri, uri=uri)
 
@@ -358,7 +356,9 @@ class _Job:
     namespace: str
     name: str
     sql: str | None = None
-    ours: dict[str, Any] | None = None
+    statements: dict[str, tuple[dict[str, Any], str | None]] = dataclasses.field(default_factory=dict)
+    """atlas-bridge's own statements of the job (our ``atlasBridge`` facet), by query hash, with their
+    SQL: several statements that share a process travel as one job, each in its own event."""
     inputs: set[str] = dataclasses.field(default_factory=set)
     outputs: set[str] = dataclasses.field(default_factory=set)
     relations: dict[tuple[Any, ...], Relation] = dataclasses.field(default_factory=dict)
@@ -398,9 +398,18 @@ class _Builder:
         assert isinstance(facets, Mapping)
         known = self.naming.get((str(raw["namespace"]), str(raw["name"])), {})
         ds = dataset_from_name(str(raw["namespace"]), str(raw["name"]), {**facets, **known})
+        storage = facets.get("storage")
+        if isinstance(storage, Mapping) and isinstance(storage.get("fileFormat"), str):
+            ds = ds.model_copy(update={"file_format": storage["fileFormat"]})
         old = self.datasets.get(ds.id)
         if old is None or (ds.kind is DatasetKind.VIEW and old.kind is not DatasetKind.VIEW):
-            self.datasets[ds.id] = ds
+            self.datasets[ds.id] = (
+                ds
+                if old is None or ds.file_format
+                else ds.model_copy(update={"file_format": old.file_format})
+            )
+        elif ds.file_format and not old.file_format:
+            self.datasets[ds.id] = old.model_copy(update={"file_format": ds.file_format})
         schema = facets.get("schema")
         if isinstance(schema, Mapping) and isinstance(schema.get("fields"), list):
             ours = schema.get("_producer") == PRODUCER
@@ -412,6 +421,15 @@ class _Builder:
                 dtype = field.get("type") if isinstance(field.get("type"), str) else None
                 self.columns[ds.id][field["name"]] = Column(name=field["name"], data_type=dtype, position=pos)
         return ds.id
+
+    def constant(self, job: _Job) -> ColumnRef:
+        """The job's literal values, as a constant table of its own (no Atlas entity: it only tells that
+        a column is written, so that what restricts the job's rows restricts that column too)."""
+        ds_id = dataset_id(DatasetKind.CONSTANT_TABLE, "constants", scope=job.process_id)
+        if ds_id not in self.datasets:
+            self.datasets[ds_id] = Dataset(id=ds_id, kind=DatasetKind.CONSTANT_TABLE, name="constants")
+        self.column(ds_id, "value")
+        return ColumnRef(dataset_id=ds_id, column="value")
 
     def column(self, ds_id: str, name: str) -> None:
         if name not in self.columns[ds_id]:
@@ -434,7 +452,9 @@ class _Builder:
             job.sql = sql["query"]
         ours = job_facets.get(OUR_FACET)
         if isinstance(ours, Mapping) and isinstance(ours.get("process"), Mapping):
-            job.ours = dict(ours["process"])
+            statement = dict(ours["process"])
+            text = sql["query"] if isinstance(sql, Mapping) and isinstance(sql.get("query"), str) else None
+            job.statements[str(statement.get("queryHash", ""))] = (statement, text)
         inputs = [self.dataset(d) for d in event.get("inputs") or ()]
         outputs = []
         for raw in event.get("outputs") or ():
@@ -478,8 +498,13 @@ class _Builder:
                 continue
             self.column(out_id, out_col)
             legacy = str(spec.get("transformationType") or "").upper()
-            for raw in spec.get("inputFields") or ():
+            sources = spec.get("inputFields") or ()
+            for raw in sources:
                 self.edges(job, raw, ColumnRef(dataset_id=out_id, column=out_col), legacy)
+            if not sources:  # written from no dataset (a literal): still a column the job writes
+                self.relation(
+                    job, RelationType.FDD, self.constant(job), ColumnRef(dataset_id=out_id, column=out_col)
+                )
         for raw in facet.get("dataset") or ():  # dependencies of the whole output: its row set
             self.column(out_id, PSEUDO_ROWS)
             self.edges(job, raw, ColumnRef(dataset_id=out_id, column=PSEUDO_ROWS), "", indirect=True)
@@ -546,9 +571,10 @@ class _Builder:
         runs: dict[str, tuple[RunInfo, ...]] = {}
         for key in sorted(self.jobs):
             job = self.jobs[key]
-            processes.append(self.process(job))
+            procs = self.processes(job)
+            processes.extend(procs)
             for out_id in sorted(job.outputs):
-                writers[out_id].add(job.process_id)
+                writers[out_id].update(p.id for p in procs)
                 self.column(out_id, PSEUDO_ROWS)
                 for in_id in sorted(job.inputs - {out_id}):  # the table-level edge: row set to row set
                     self.column(in_id, PSEUDO_ROWS)
@@ -559,6 +585,10 @@ class _Builder:
                         ColumnRef(dataset_id=out_id, column=PSEUDO_ROWS),
                     )
             relations.extend(job.relations.values())
+            for other in procs[1:]:  # statements sharing the job's process: each the whole of its lineage
+                relations.extend(
+                    r.model_copy(update={"process_id": other.id}) for r in job.relations.values()
+                )
             infos = tuple(self.run_info(job, r) for _, r in sorted(job.runs.items()))
             if infos:
                 runs[job.process_id] = infos
@@ -575,36 +605,48 @@ class _Builder:
         lineage = Lineage(datasets=datasets, processes=processes, relations=relations)
         return lineage, runs
 
-    def process(self, job: _Job) -> Process:
-        ours = job.ours or {}
-        text = job.sql
-        hashed = (
-            query_hash(text) if text else hashlib.sha256(f"{job.namespace}\n{job.name}".encode()).hexdigest()
-        )
-        if ours.get("type"):  # written by atlas-bridge: the statement as the hook or scan saw it
+    def processes(self, job: _Job) -> list[Process]:
+        """The job's process; the statements atlas-bridge wrote it from, when it did (the job's own
+        process id first)."""
+        if job.statements:
             from atlas_bridge.model import Span
 
-            span = ours.get("span")
-            return Process(
+            out = []
+            for i, key in enumerate(sorted(job.statements)):
+                ours, text = job.statements[key]
+                span = ours.get("span")
+                out.append(
+                    Process(
+                        id=job.process_id if i == 0 else f"{job.process_id}#{i}",
+                        type=str(ours.get("type") or "openlineage_job"),
+                        name=str(ours.get("name") or job.name),
+                        query_hash=key or self.hash_of(job, text),
+                        statement_index=ours.get("statementIndex"),
+                        sql=text,
+                        span=Span(**span) if isinstance(span, Mapping) else None,
+                        procedure=ours.get("procedure"),
+                        source_file=ours.get("sourceFile"),
+                    )
+                )
+            return out
+        return [
+            Process(
                 id=job.process_id,
-                type=str(ours["type"]),
-                name=str(ours.get("name") or job.name),
-                query_hash=str(ours.get("queryHash") or hashed),
-                statement_index=ours.get("statementIndex"),
-                sql=text,
-                span=Span(**span) if isinstance(span, Mapping) else None,
-                procedure=ours.get("procedure"),
-                source_file=ours.get("sourceFile"),
+                type="openlineage_job",
+                name=job.name,
+                query_hash=self.hash_of(job, job.sql),
+                sql=job.sql,
+                job_namespace=job.namespace,
+                job_name=job.name,
             )
-        return Process(
-            id=job.process_id,
-            type="openlineage_job",
-            name=job.name,
-            query_hash=hashed,
-            sql=text,
-            job_namespace=job.namespace,
-            job_name=job.name,
-        )
+        ]
+
+    @staticmethod
+    def hash_of(job: _Job, text: str | None) -> str:
+        """The statement's hash; a job without SQL: a hash of its namespace and name."""
+        if text:
+            return query_hash(text)
+        return hashlib.sha256(f"{job.namespace}\n{job.name}".encode()).hexdigest()
 
     @staticmethod
     def run_info(job: _Job, run: _Run) -> RunInfo:

@@ -30,6 +30,7 @@ from __future__ import annotations
 import atexit
 import collections
 import contextlib
+import datetime
 import functools
 import getpass
 import logging
@@ -114,6 +115,8 @@ class HookStats:
     """Events of a statement whose lineage came from a more specific event of the same statement."""
     processes: int = 0
     """Lineage processes emitted."""
+    openlineage_events: int = 0
+    """OpenLineage run events sent (the ``openlineage`` setting)."""
     batches: int = 0
     emit_errors: int = 0
     problems: int = 0
@@ -210,6 +213,7 @@ class SparkHookHandle:
         self.session_id = session_id
         self._spark = spark
         self._sink = self._with_sender(sink) if sink is not None else None
+        self._ol_sink: Any = None
         self._sink_given = sink is not None
         self._queue: queue.Queue[Any] = queue.Queue(maxsize=int(settings.queue_size))
         self._seq = 0
@@ -362,6 +366,9 @@ class SparkHookHandle:
             if self._sink is not None:
                 with contextlib.suppress(Exception):
                     self._sink.close()
+            if self._ol_sink is not None:
+                with contextlib.suppress(Exception):
+                    self._ol_sink.close()
             if self._orig_stop is not None:
                 with contextlib.suppress(Exception):
                     if self._stop_was_own:
@@ -666,6 +673,34 @@ class SparkHookHandle:
             sink.emit(batch)
             self.stats.batches += 1
         self.stats.processes += count
+        if getattr(self.settings, "openlineage", None):
+            self._send_openlineage(lineage, run)
+
+    def _send_openlineage(self, lineage: Any, run: Any) -> None:
+        """The statement as OpenLineage run events too (the ``openlineage`` setting: a URL or a folder).
+        A failure is logged, never raised: the job goes on, and Atlas delivery is not touched."""
+        from atlas_bridge.errors import AtlasBridgeError
+        from atlas_bridge.openlineage.write import lineage_to_events
+
+        try:
+            if self._ol_sink is None:
+                from atlas_bridge.openlineage.sink import make_event_sink
+
+                self._ol_sink = make_event_sink(str(self.settings.openlineage), self.settings)
+            when = run.end_ms if run.end_ms is not None else int(time.time() * 1000)
+            stamp = datetime.datetime.fromtimestamp(when / 1000, tz=datetime.timezone.utc)
+            events = lineage_to_events(
+                lineage,
+                namespace=self.settings.namespace,
+                event_time=stamp.isoformat(timespec="milliseconds").replace("+00:00", "Z"),
+                run=run,
+                job_namespace=self.settings.openlineage_job_namespace,
+            )
+            for event in events:
+                self._ol_sink.emit(event)
+                self.stats.openlineage_events += 1
+        except (AtlasBridgeError, OSError) as e:
+            logger.warning("atlas-bridge: OpenLineage events not sent: %s", e)
 
     def _get_sink(self) -> Any:
         if self._sink is None:
