@@ -566,3 +566,50 @@ def test_serve_to_kafka_publishes_the_events_entities_to_atlas_hook_topic(
         }
         assert expected <= published, sorted(expected - published)[:5]
         assert serve.terminate() == 0
+
+
+# -- our own lineage, out as OpenLineage and in through serve ------------------------------------------
+
+
+def test_scan_to_openlineage_through_serve_gives_atlas_what_scan_to_atlas_gives(tmp_path: Path) -> None:
+    """examples/warehouse scanned twice: straight into one Atlas, and as OpenLineage events posted to
+    serve in front of another. The second holds every entity of the first, plus one process execution
+    per process (an OpenLineage event always has a run)."""
+    import subprocess
+    import sys
+
+    warehouse = str(Path(__file__).resolve().parent.parent / "examples" / "warehouse")
+    with FaultServer() as direct, FaultServer() as via:
+        scan = [sys.executable, "-m", "atlas_bridge", "scan", warehouse]
+        env = fast_env(direct.url, tmp_path / "direct")
+        done = subprocess.run(
+            [*scan, "--to", "atlas", "--out", str(tmp_path / "direct")],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=False,
+        )
+        assert done.returncode == 0, done.stderr[-2000:]
+        with ServeProcess(fast_env(via.url, tmp_path / "serve")) as serve:
+            done = subprocess.run(
+                [*scan, "--to", f"openlineage:{serve.url}"],
+                env=fast_env(None, tmp_path / "events"),
+                capture_output=True,
+                text=True,
+                timeout=300,
+                check=False,
+            )
+            assert done.returncode == 0, done.stderr[-2000:]
+
+            def delivered() -> bool:
+                ready = requests.get(serve.url + "/ready", timeout=5).json()
+                return bool(ready["atlas"] == "up" and ready["pending_batches"] == 0)
+
+            wait_for("serve's spool delivered", delivered, 60)
+        straight, through = atlas_entities(direct.stub), atlas_entities(via.stub)
+    assert set(straight) <= set(through), sorted(set(straight) - set(through))[:5]
+    extra = Counter(t for t, _ in set(through) - set(straight))
+    processes = sum(1 for t, _ in straight if t == "atlas_bridge_process")
+    assert extra == Counter({"atlas_bridge_process_execution": processes})
+    assert max(through.values()) == 1
