@@ -152,8 +152,9 @@ def scan_command(
     prune_dry_run: bool,
     allow_empty: bool,
 ) -> None:
-    """Scan PATH... for SQL scripts (.sql .hql .ddl), SQLFlow exports (.xml .json) and query logs
-    (.jsonl .csv, or .json lines with a query field); extract lineage on Spark; deliver it in batches.
+    """Scan PATH... for SQL scripts (.sql .hql .ddl), SQLFlow exports (.xml .json), query logs
+    (.jsonl .csv, or .json lines with a query field) and OpenLineage events (.json .jsonl, told by their
+    content); extract lineage on Spark; deliver it in batches.
 
     Writes summary.json (files, statements, processes, entities created/updated/unchanged, errors with
     file:line) and prints it. A re-run skips batches already acknowledged. Exit codes: 0 success,
