@@ -37,6 +37,7 @@ _COMMAND_MODULES = (
     "atlas_bridge.cli.instrument",
     "atlas_bridge.cli.icons",
     "atlas_bridge.cli.page",
+    "atlas_bridge.cli.serve",
 )
 
 
