@@ -799,7 +799,7 @@ def build_server(
     validate: Validator | None = None,
 ) -> Server:
     """Everything ``serve`` runs, bound and ready to ``run``; nothing is served yet."""
-    import waitress
+    from waitress.server import create_server
 
     from atlas_bridge.atlas.sink import AtlasSink, FileSink, make_sink
 
@@ -836,7 +836,7 @@ def build_server(
         sender=sender,
         delivery=delivery,
     )
-    http = waitress.create_server(
+    http = create_server(
         app,
         host=options.host,
         port=options.port,
