@@ -91,6 +91,8 @@ def _extract_unit(unit: WorkUnit, options: ScanOptions, schema: SchemaIndex | No
             return _extract_sqlflow_file(unit)
         if f.kind == InputKind.QUERY_LOG:
             return _extract_query_log(unit, options, schema)
+        if f.kind == InputKind.SPARK_EVENT_LOG:
+            return _extract_event_log(unit, options)
         msg = f"unknown input kind {f.kind!r}"
         return UnitResult(f.name, f.kind, Lineage(), problems=[make_problem(msg, f.name, kind="input")])
     except AtlasBridgeError as e:
@@ -188,6 +190,33 @@ def _extract_query_log(unit: WorkUnit, options: ScanOptions, base: SchemaIndex |
             )
     out.lineage = merge_lineage(parts) if parts else Lineage()
     out.problems = problems
+    return out
+
+
+def _extract_event_log(unit: WorkUnit, options: ScanOptions) -> UnitResult:
+    """A Spark event log: each job run (a root SQL execution and those nested in it) through the plan
+    reader, its processes recorded as run by that execution (a process execution each)."""
+    from atlas_bridge.spark.eventlog import ReadStats, read_executions, run_lineage
+
+    f = unit.file
+    out = UnitResult(f.name, f.kind, Lineage())
+    stats = ReadStats()
+    parts: list[Lineage] = []
+    for run in read_executions(f.path, data=unit.content, name=f.name, stats=stats):
+        out.statements += 1
+        lineage, runs, problems = run_lineage(run, source=f.source_name, default_db=options.default_db)
+        out.problems.extend(problems)
+        if run.app.user:
+            out.users.add(run.app.user)
+        start = run.root.start.get("time")
+        if isinstance(start, int):
+            out.first_time_ms = start if out.first_time_ms is None else min(out.first_time_ms, start)
+            out.last_time_ms = start if out.last_time_ms is None else max(out.last_time_ms, start)
+        if lineage.processes:
+            parts.append(lineage)
+            out.runs.update(runs)
+    out.problems[:0] = stats.problems
+    out.lineage = merge_lineage(parts) if parts else Lineage()
     return out
 
 
@@ -332,7 +361,7 @@ def _unit_records(
     from atlas_bridge.graph import end_to_end
 
     lineage = end_to_end(r.lineage) if options.end_to_end else r.lineage
-    records = to_entity_records(lineage, namespace=namespace)
+    records = to_entity_records(lineage, namespace=namespace, runs=r.runs or None)
     # Relations are counted per process (spans aside), so the driver counts a process seen in many
     # scripts once; those of no process travel as short digests the driver keeps a set of.
     distinct: dict[str, set[tuple[str, ...]]] = {}

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from atlas_bridge.extractors.sql.schema import LearnedTable, TableKey
 from atlas_bridge.model import Lineage, Problem
+
+if TYPE_CHECKING:
+    from atlas_bridge.atlas.convert import RunInfo
 
 Progress = Callable[[str, int, int], None]
 """``progress(phase, done, total)``; phases are ``extract``, ``merge`` and ``deliver``."""
@@ -19,6 +22,8 @@ class InputKind:
     SQL = "sql"
     SQLFLOW = "sqlflow"
     QUERY_LOG = "query_log"
+    SPARK_EVENT_LOG = "spark_event_log"
+    """A Spark event log: one file, or a rolling log's ``eventlog_v2_*`` folder (``path`` is the folder)."""
     SCHEMA = "schema"
     """A sqlglot schema mapping (``{db: {table: {col: type}}}``): not lineage, skipped (use ``--schema``)."""
 
@@ -105,6 +110,8 @@ class UnitResult:
     """Tables and views the unit's DDL defined, with their columns (what the estate learns from it)."""
     lookups: list[TableKey] = dataclasses.field(default_factory=list)
     """Tables the unit looked up that its own DDL did not define (see ``SchemaIndex.lookups``)."""
+    runs: dict[str, RunInfo] = dataclasses.field(default_factory=dict)
+    """The run each process id records (a Spark event log's executions): a process execution each."""
 
 
 @dataclasses.dataclass(frozen=True)

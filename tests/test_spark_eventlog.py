@@ -1,0 +1,386 @@
+"""Spark event logs as scan inputs: which files are logs, every codec, rolling and cut logs, job runs.
+
+The logs under tests/data/spark_eventlogs come from real runs (make_logs.py and scala_job.scala there).
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from atlas_bridge import bridge
+from atlas_bridge.bridge import InputKind
+from atlas_bridge.model import ExtractionResult, Severity
+from atlas_bridge.spark import eventlog
+from atlas_bridge.spark.eventlog import ReadStats, RootRun, read_executions
+
+LOGS = Path(__file__).parent / "data" / "spark_eventlogs"
+SPARK43 = LOGS / "spark-4.3"
+SPARK35 = LOGS / "spark-3.5"
+CODEC_FILES = {p.name.rsplit(".", 1)[-1] if "." in p.name else "none": p for p in sorted(SPARK43.iterdir())}
+PLAIN = CODEC_FILES["none"]
+
+
+def _runs(path: Path, **kw: Any) -> tuple[list[RootRun], ReadStats]:
+    stats = ReadStats()
+    return list(read_executions(path, stats=stats, **kw)), stats
+
+
+def _shape(runs: Sequence[RootRun]) -> list[tuple[Any, ...]]:
+    """What a log's runs say, without the ids that differ from one application to the next."""
+    return [
+        (
+            r.line,
+            len(r.executions),
+            r.failed,
+            r.root.start.get("physicalPlanDescription"),
+            [len(e.adaptive) for e in r.executions],
+        )
+        for r in runs
+    ]
+
+
+# ---------------------------------------------------------------------------------------------- detection
+
+
+def test_every_codec_spark_writes_is_told_by_its_first_bytes_and_read_alike() -> None:
+    assert sorted(CODEC_FILES) == ["lz4", "lzf", "none", "snappy", "zstd"]
+    plain, _ = _runs(PLAIN)
+    assert len(plain) == 7
+    for codec, path in CODEC_FILES.items():
+        assert eventlog.is_event_log(path), codec
+        assert eventlog.codec_of(path.read_bytes()[:16]) == codec
+        runs, stats = _runs(path)
+        assert stats.problems == [], codec
+        # the same job in each application: the same runs, lines and plans (ids aside)
+        assert [s[:3] for s in _shape(runs)] == [s[:3] for s in _shape(plain)], codec
+        assert all(r.app.app_id and path.name.startswith(r.app.app_id) for r in runs), codec
+
+
+def test_what_is_not_a_log_is_not_taken_for_one(tmp_path: Path) -> None:
+    (tmp_path / "notes").write_text("hello\n", encoding="utf-8")
+    (tmp_path / "random.bin").write_bytes(b"\x28\xb5\x2f\xfd" + b"\x00" * 40)  # zstd magic, then garbage
+    (tmp_path / "other.json").write_text('{"Event":"SomethingElse"}\n', encoding="utf-8")
+    (tmp_path / "empty").write_bytes(b"")
+    assert not any(eventlog.is_event_log(p) for p in tmp_path.iterdir())
+    files, _ = bridge.discover_inputs([tmp_path])
+    assert all(f.kind != InputKind.SPARK_EVENT_LOG for f in files)
+
+
+def test_discovery_finds_logs_by_content_and_a_rolling_log_is_one_input() -> None:
+    files, _ = bridge.discover_inputs([LOGS])
+    logs = {f.source: f for f in files if f.kind == InputKind.SPARK_EVENT_LOG}
+    rolling = [s for s in logs if s.rsplit("/", 1)[-1].startswith("eventlog_v2_")]
+    assert len(rolling) == 1
+    folder = Path(logs[rolling[0]].path)
+    assert folder.is_dir()
+    assert logs[rolling[0]].size == sum(p.stat().st_size for p in eventlog.events_files(folder))
+    # no file of the rolling folder is an input of its own, and the job scripts here are not logs
+    assert not any(Path(f.path).parent == folder for f in files)
+    assert {Path(f.path).name for f in files}.isdisjoint({"make_logs.py", "scala_job.scala"})
+    singles = {Path(f.path) for f in files if f.kind == InputKind.SPARK_EVENT_LOG} - {folder}
+    expected = {
+        p.resolve()
+        for p in LOGS.rglob("*")
+        if p.is_file() and p.parent.parent == LOGS and eventlog.is_event_log(p)
+    }
+    assert singles == expected
+    assert len(singles) >= 9  # five codecs of 4.3, 3.5 plain and lz4, the Scala job, the in-progress one
+
+
+def test_a_log_named_on_the_command_line_is_taken_whatever_its_name(tmp_path: Path) -> None:
+    copy = tmp_path / "job.log.json"
+    shutil.copy(PLAIN, copy)
+    files, notes = bridge.discover_inputs([copy])
+    assert [f.kind for f in files] == [InputKind.SPARK_EVENT_LOG], notes
+    files, _ = bridge.discover_inputs([CODEC_FILES["zstd"]])
+    assert [f.kind for f in files] == [InputKind.SPARK_EVENT_LOG]
+
+
+# ---------------------------------------------------------------------------------------------- rolling
+
+
+def _rolling_dir() -> Path:
+    return next(LOGS.glob("rolling/eventlog_v2_*"))
+
+
+def test_the_real_rolling_log_is_read_in_index_order_across_its_files() -> None:
+    folder = _rolling_dir()
+    files = eventlog.events_files(folder)
+    assert len(files) >= 2
+    assert [int(p.name.split("_")[1]) for p in files] == list(range(1, len(files) + 1))
+    assert any(p.name.startswith("appstatus_") for p in folder.iterdir())
+    runs, stats = _runs(folder, name="r")
+    assert stats.problems == []
+    assert len(runs) >= 7
+    assert runs[0].file == f"r/{files[0].name}"
+    ids = [r.root.execution_id for r in runs]
+    assert ids == sorted(ids)  # the job's statements, in the order they ran
+    assert not eventlog.is_in_progress(folder)
+
+
+def test_events_files_are_ordered_by_their_index_not_their_name(tmp_path: Path) -> None:
+    """The plain log cut into 12 events files: read as one log, in index order (10 after 9)."""
+    lines = PLAIN.read_bytes().splitlines(keepends=True)
+    folder = tmp_path / "eventlog_v2_local-1"
+    folder.mkdir()
+    per = -(-len(lines) // 12)
+    for i in range(12):
+        (folder / f"events_{i + 1}_local-1").write_bytes(b"".join(lines[i * per : (i + 1) * per]))
+    (folder / "appstatus_local-1").write_bytes(b"")
+    assert [p.name for p in eventlog.events_files(folder)][8:11] == [
+        "events_9_local-1",
+        "events_10_local-1",
+        "events_11_local-1",
+    ]
+    whole, _ = _runs(PLAIN)
+    split, stats = _runs(folder)
+    assert stats.problems == []
+    assert [(r.root.execution_id, len(r.executions), r.failed) for r in split] == [
+        (r.root.execution_id, len(r.executions), r.failed) for r in whole
+    ]
+    # a run's line is the line in its own events file
+    for r in split:
+        assert r.events_file is not None
+        assert (folder / r.events_file).read_bytes().splitlines()[r.line - 1].find(b"SQLExecutionStart") > 0
+
+
+def test_a_remote_executor_reads_the_same_runs_from_the_shipped_bytes() -> None:
+    folder = _rolling_dir()
+    data = b"".join(p.read_bytes() for p in eventlog.events_files(folder))
+    shipped, _ = _runs(folder, data=data)
+    local, _ = _runs(folder)
+    assert [(r.root.execution_id, r.failed) for r in shipped] == [
+        (r.root.execution_id, r.failed) for r in local
+    ]
+
+
+# ---------------------------------------------------------------------------------------------- cut logs
+
+
+def test_the_killed_drivers_log_is_in_progress_and_read_up_to_its_last_event() -> None:
+    path = next((LOGS / "inprogress").iterdir())
+    assert path.name.endswith(".inprogress")
+    assert eventlog.is_in_progress(path)
+    runs, stats = _runs(path)
+    assert [r.root.execution_id for r in runs] == sorted(r.root.execution_id for r in runs)
+    assert len([r for r in runs if r.root.end is not None]) >= 6
+    assert all(p.severity is not Severity.ERROR for p in stats.problems)
+
+
+def test_a_cut_last_line_is_left_out_with_a_warning_not_an_error(tmp_path: Path) -> None:
+    data = PLAIN.read_bytes()
+    last_start = data.rindex(b'{"Event":"org.apache.spark.sql.execution.ui.SparkListenerSQLExecutionStart"')
+    cut = tmp_path / "local-1.inprogress"
+    cut.write_bytes(data[: last_start + 300])  # the writer died inside the last run's start event
+    runs, stats = _runs(cut, name="cut")
+    whole, _ = _runs(PLAIN)
+    assert len(runs) == len(whole) - 1
+    assert [p.severity for p in stats.problems] == [Severity.WARNING]
+    assert stats.problems[0].line == data[:last_start].count(b"\n") + 1
+    assert stats.cut
+
+
+def test_a_bad_line_inside_a_log_is_an_error_naming_file_and_line(tmp_path: Path) -> None:
+    lines = PLAIN.read_bytes().splitlines(keepends=True)
+    at = next(i for i, line in enumerate(lines) if b"SQLExecutionEnd" in line)
+    lines[at] = lines[at][:60] + b"\n"
+    bad = tmp_path / "local-2"
+    bad.write_bytes(b"".join(lines))
+    runs, stats = _runs(bad, name="bad")
+    assert [(p.severity, p.file, p.line) for p in stats.problems] == [(Severity.ERROR, "bad", at + 1)]
+    assert len(runs) == 7  # the run whose end was lost is handed on last, as not ended
+
+
+@pytest.mark.parametrize("codec", ["zstd", "lz4", "lzf", "snappy"])
+def test_a_compressed_log_cut_mid_stream_reads_what_is_whole(codec: str, tmp_path: Path) -> None:
+    data = CODEC_FILES[codec].read_bytes()
+    cut = tmp_path / f"local-3.{codec}.inprogress"
+    cut.write_bytes(data[: len(data) * 2 // 3])
+    runs, stats = _runs(cut)
+    whole, _ = _runs(CODEC_FILES[codec])
+    assert 0 < len([r for r in runs if r.root.end is not None]) < len(whole)
+    assert all(p.severity is Severity.WARNING for p in stats.problems)
+
+
+# ---------------------------------------------------------------------------------------------- bounded
+
+
+def test_only_sql_and_application_events_are_parsed() -> None:
+    _, stats = _runs(PLAIN)
+    text = PLAIN.read_bytes()
+    sql = text.count(b'{"Event":"org.apache.spark.sql.execution.ui.SparkListenerSQL')
+    app = sum(
+        text.count(b'{"Event":"' + k) for k in (b"SparkListenerApplicationStart", b"SparkListenerLogStart")
+    )
+    app += text.count(b'{"Event":"SparkListenerApplicationEnd"')
+    assert stats.parsed == sql + app
+    assert stats.parsed < stats.lines / 2
+
+
+def test_executions_that_never_end_do_not_pile_up(tmp_path: Path) -> None:
+    lines = [b'{"Event":"SparkListenerLogStart","Spark Version":"4.3.0"}\n']
+    for i in range(50):
+        lines.append(
+            b'{"Event":"org.apache.spark.sql.execution.ui.SparkListenerSQLExecutionStart","executionId":%d,'
+            b'"rootExecutionId":%d,"time":1}\n' % (i, i)
+        )
+    path = tmp_path / "local-4"
+    path.write_bytes(b"".join(lines))
+    stats = ReadStats()
+    seen = []
+    for r in read_executions(path, stats=stats, max_open=10):
+        seen.append(r.root.execution_id)
+    assert seen == list(range(50))  # the oldest handed on as soon as more than 10 are open
+    assert len(stats.problems) == 40
+
+
+# ---------------------------------------------------------------------------------------------- job runs
+
+
+class _FakePlans:
+    """Stands for the plan reader: one process per run, writing a table named after the root."""
+
+    def __init__(self) -> None:
+        self.calls: list[list[int]] = []
+
+    def __call__(self, executions: Sequence[Any], *, current_database: str = "default") -> ExtractionResult:
+        from atlas_bridge.model import Column, ColumnRef, Dataset, DatasetKind, Lineage, Process, Relation
+
+        self.calls.append([e.execution_id for e in executions])
+        src = Dataset(
+            id="table:default.src",
+            kind=DatasetKind.TABLE,
+            name="src",
+            db="default",
+            columns=[Column(name="x")],
+        )
+        tgt = Dataset(
+            id="table:default.tgt",
+            kind=DatasetKind.TABLE,
+            name="tgt",
+            db="default",
+            columns=[Column(name="x")],
+        )
+        proc = Process(
+            id="process:1", type="insert", name="insert", query_hash="ab" * 32, sql="INSERT INTO tgt"
+        )
+        rel = Relation(
+            type="fdd",
+            source=ColumnRef(dataset_id=src.id, column="x"),
+            target=ColumnRef(dataset_id=tgt.id, column="x"),
+            process_id=proc.id,
+        )
+        return ExtractionResult(lineage=Lineage(datasets=(src, tgt), processes=(proc,), relations=(rel,)))
+
+
+@pytest.fixture
+def fake_plans(monkeypatch: pytest.MonkeyPatch) -> _FakePlans:
+    import atlas_bridge.spark.plan_text as plan_text
+
+    fake = _FakePlans()
+    monkeypatch.setattr(plan_text, "extract_root_execution", fake)
+    return fake
+
+
+def test_a_failed_execution_gives_nothing(fake_plans: _FakePlans) -> None:
+    runs, _ = _runs(PLAIN)
+    failed = [r for r in runs if r.failed]
+    assert len(failed) == 1
+    assert "CAST_INVALID_INPUT" in (eventlog.error_of(failed[0].root) or "")
+    lineage, info, problems = eventlog.run_lineage(failed[0], source="x")
+    assert (lineage.processes, info, problems) == ((), {}, [])
+    ok = [r for r in runs if not r.failed]
+    for r in ok:
+        assert eventlog.run_lineage(r, source="x")[0].processes
+    assert len(fake_plans.calls) == len(ok)  # the failed one never reached the plan reader
+
+
+def test_a_run_that_never_ended_gives_nothing_and_says_so(fake_plans: _FakePlans, tmp_path: Path) -> None:
+    data = PLAIN.read_bytes()
+    last_end = data.rindex(b'{"Event":"org.apache.spark.sql.execution.ui.SparkListenerSQLExecutionEnd"')
+    cut = tmp_path / "local-5.inprogress"
+    cut.write_bytes(data[:last_end])
+    last = _runs(cut)[0][-1]
+    assert last.root.end is None
+    lineage, info, problems = eventlog.run_lineage(last, source="x")
+    assert not lineage.processes
+    assert not info
+    assert "has not ended" in problems[0].message
+
+
+def test_nested_executions_make_one_run_for_the_plan_reader(fake_plans: _FakePlans) -> None:
+    runs, _ = _runs(PLAIN)
+    nested = [r for r in runs if len(r.executions) > 1]
+    assert nested  # saveAsTable and the CTAS nest their writes
+    for r in nested:
+        eventlog.run_lineage(r, source="x")
+        assert {e.root_execution_id for e in r.executions} == {r.root.execution_id}
+    assert [len(c) for c in fake_plans.calls] == [len(r.executions) for r in nested]
+
+
+def test_each_run_is_a_process_execution_with_app_user_times_file_and_line(fake_plans: _FakePlans) -> None:
+    from atlas_bridge.atlas.convert import TYPE_PROCESS_EXECUTION, to_entity_records
+    from atlas_bridge.model import merge_lineage
+
+    runs, _ = _runs(_rolling_dir(), name="shown/eventlog_v2_x")
+    done = [r for r in runs if not r.failed]
+    parts, all_runs = [], {}
+    for r in done[:2]:
+        lineage, info, _ = eventlog.run_lineage(r, source="logs/eventlog_v2_x")
+        parts.append(lineage)
+        all_runs.update(info)
+    first = done[0]
+    (pid,) = [p.id for p in parts[0].processes]
+    info = all_runs[pid]
+    assert info.run_id == f"{first.app.app_id}:{first.root.execution_id}"
+    assert info.application_id == first.app.app_id
+    assert info.application_name == "pyspark43 rolling"
+    assert info.user == first.app.user
+    assert info.start_ms == first.root.start["time"]
+    assert info.end_ms == first.root.end["time"]  # type: ignore[index]
+    assert info.start_ms <= info.end_ms
+    assert info.source_file == f"logs/eventlog_v2_x/{first.events_file}"
+    assert info.source_line == first.line
+    # the same statement in two runs: one process, two executions, each saying where it was read
+    merged = merge_lineage(parts)
+    records = to_entity_records(merged, namespace="ns", runs=all_runs)
+    execs = [r for r in records["processes"] if r["typeName"] == TYPE_PROCESS_EXECUTION]
+    assert len(execs) == 2
+    attrs = execs[0]["attributes"]
+    assert {
+        "applicationId",
+        "applicationName",
+        "userName",
+        "startTime",
+        "endTime",
+        "sourceFile",
+        "sourceLine",
+    } <= set(attrs)
+    assert {e["attributes"]["runId"] for e in execs} == {all_runs[p.id].run_id for p in merged.processes}
+    procs = [r for r in records["processes"] if r["typeName"] == "atlas_bridge_process"]
+    assert len(procs) == 1
+    assert procs[0]["attributes"]["sourceFile"].startswith("logs/eventlog_v2_x/events_")
+
+
+def test_spark_35_logs_are_read_too() -> None:
+    for path in sorted(SPARK35.iterdir()):
+        runs, stats = _runs(path)
+        assert stats.problems == [], path
+        assert len(runs) >= 6, path
+        assert sum(r.failed for r in runs) == 1, path
+        assert runs[0].app.spark_version is not None
+        assert runs[0].app.spark_version.startswith("3.5")
+
+
+def test_the_scala_jobs_log_is_read() -> None:
+    (path,) = sorted((LOGS / "scala").iterdir())
+    runs, stats = _runs(path)
+    assert stats.problems == []
+    assert runs[0].app.app_name == "scala job"
+    assert len(runs) >= 3
+    assert not any(r.failed for r in runs)
