@@ -89,7 +89,16 @@ def test_discovery_finds_logs_by_content_and_a_rolling_log_is_one_input() -> Non
         if p.is_file() and p.parent.parent == LOGS and eventlog.is_event_log(p)
     }
     assert singles == expected
-    assert len(singles) >= 9  # five codecs of 4.3, 3.5 plain and lz4, the Scala job, the in-progress one
+    assert len(singles) == 8  # five codecs of 4.3, 3.5 lz4, the Scala job, the in-progress one
+
+
+def test_a_rolling_folder_or_one_of_its_files_named_is_the_whole_log() -> None:
+    folder = _rolling_dir()
+    for given in (folder, eventlog.events_files(folder)[1], folder / f"appstatus_{folder.name[12:]}"):
+        files, _ = bridge.discover_inputs([given])
+        assert [(f.path, f.kind, f.source) for f in files] == [
+            (str(folder.resolve()), InputKind.SPARK_EVENT_LOG, folder.name)
+        ], given
 
 
 def test_a_log_named_on_the_command_line_is_taken_whatever_its_name(tmp_path: Path) -> None:
@@ -381,6 +390,99 @@ def test_the_scala_jobs_log_is_read() -> None:
     (path,) = sorted((LOGS / "scala").iterdir())
     runs, stats = _runs(path)
     assert stats.problems == []
-    assert runs[0].app.app_name == "scala job"
+    assert runs[0].app.app_name == "Spark shell"  # spark-shell names its application so
     assert len(runs) >= 3
     assert not any(r.failed for r in runs)
+
+
+# ---------------------------------------------------------------------------------------------- scan
+
+
+class _Recording:
+    """A delivery that keeps the batches it was given."""
+
+    target = "memory:eventlog"
+
+    def __init__(self) -> None:
+        self.batches: list[dict[str, Any]] = []
+
+    def send(self, b: dict[str, Any]) -> None:
+        self.batches.append(b)
+
+    def close(self) -> None:
+        pass
+
+
+def _entities(batches: Sequence[dict[str, Any]], type_name: str) -> list[dict[str, Any]]:
+    return [e for b in batches for e in b["entities"] if e["typeName"] == type_name]
+
+
+@pytest.mark.spark
+def test_scan_of_the_log_folder_reads_every_log_and_a_rerun_sends_nothing(spark: Any, tmp_path: Path) -> None:
+    first = _Recording()
+    summary = bridge.scan([LOGS], first, namespace="ns", spark=spark, state_dir=tmp_path)
+    assert summary.errors == [], [str(p) for p in summary.errors]
+    logs = [f for f in summary.files if f.kind == InputKind.SPARK_EVENT_LOG]
+    assert len(logs) == 9
+    runs = sum(len(list(read_executions(f.path))) for f in logs)
+    assert summary.extract.statements == runs
+    # the same logs again: every batch was acknowledged already, nothing is sent
+    again = _Recording()
+    second = bridge.scan([LOGS], again, namespace="ns", spark=spark, state_dir=tmp_path)
+    assert second.delivery.sent == 0
+    assert second.delivery.skipped == summary.delivery.batches
+    assert again.batches == []
+
+
+def _stub_delivery(stub: Any) -> tuple[Any, bridge.SinkDelivery]:
+    from atlas_bridge.atlas.client import AtlasClient
+    from atlas_bridge.atlas.sink import AtlasSink
+    from atlas_bridge.atlas.typedefs import register_typedefs
+
+    client = AtlasClient(stub.base_url, retries=0, backoff=0)
+    register_typedefs(client)
+    return client, bridge.SinkDelivery(AtlasSink(client, spool_dir=None), f"atlas:{stub.base_url}")
+
+
+@pytest.mark.spark
+def test_scan_of_a_log_folder_puts_the_jobs_tables_and_runs_into_atlas(
+    spark: Any, atlas_stub: Any, tmp_path: Path
+) -> None:
+    from atlas_bridge.naming import column_qualified_name, table_qualified_name
+
+    folder = tmp_path / "spark-events"
+    folder.mkdir()
+    shutil.copy(PLAIN, folder / PLAIN.name)
+    _, delivery = _stub_delivery(atlas_stub)
+    summary = bridge.scan([folder], delivery, namespace="ns", spark=spark)
+    assert summary.errors == [], [str(p) for p in summary.errors]
+    assert summary.delivery.errors == []
+    tables = {e["attributes"]["qualifiedName"] for e in atlas_stub.active_entities("atlas_bridge_table")}
+    rev, orders, customers = (
+        table_qualified_name("default", t, "ns", "spark_catalog") for t in ("rev", "orders", "customers")
+    )
+    assert {rev, orders, customers} <= tables
+    assert table_qualified_name("default", "bad", "ns", "spark_catalog") not in tables  # its write failed
+    procs = atlas_stub.active_entities("atlas_bridge_process")
+    ctas = [
+        p
+        for p in procs
+        if rev in {o["uniqueAttributes"]["qualifiedName"] for o in p["attributes"]["outputs"]}
+    ]
+    assert len(ctas) == 1
+    assert {i["uniqueAttributes"]["qualifiedName"] for i in ctas[0]["attributes"]["inputs"]} >= {
+        orders,
+        customers,
+    }
+    paths = atlas_stub.active_entities("atlas_bridge_path")
+    assert any(p["attributes"]["qualifiedName"].rstrip("/").endswith("/cents") for p in paths)
+    cols = {e["attributes"]["qualifiedName"] for e in atlas_stub.active_entities("atlas_bridge_column")}
+    assert column_qualified_name(rev, "total") in cols
+    runs = atlas_stub.active_entities("atlas_bridge_process_execution")
+    (run,) = [r for r in runs if r["attributes"]["runId"].endswith(":5")]  # the CTAS's root execution
+    app_id = PLAIN.name
+    assert run["attributes"]["applicationId"] == app_id
+    assert run["attributes"]["applicationName"] == "pyspark43 none"
+    assert run["attributes"]["sourceFile"] == PLAIN.name
+    assert run["attributes"]["sourceLine"] == 39
+    assert run["attributes"]["userName"]
