@@ -31,7 +31,7 @@ def main(workdir: str) -> None:
         .getOrCreate()
     )  # the job's own getOrCreate() then takes this session
     plain_job(workdir)
-    print(f"event logs in {events}: {', '.join(sorted(p.name for p in events.iterdir()))}")
+    print(f"{len(list(events.iterdir()))} event log(s) in {events}")
 
 
 if __name__ == "__main__":
