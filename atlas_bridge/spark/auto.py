@@ -102,7 +102,7 @@ def is_python_worker(environ: Mapping[str, str]) -> bool:
 
 def sitecustomize_dir() -> str:
     """The directory ``atlas-bridge instrument`` puts first on ``PYTHONPATH``."""
-    return os.path.join(os.path.dirname(os.path.abspath(__file__)), "_boot", "site")
+    return os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "_boot", "site")
 
 
 def instrument_environment(environ: Mapping[str, str], python: str, *, mode: str = "on") -> dict[str, str]:
