@@ -459,23 +459,20 @@ def test_scan_of_a_log_folder_puts_the_jobs_tables_and_runs_into_atlas(
     assert summary.delivery.errors == []
     tables = {e["attributes"]["qualifiedName"] for e in atlas_stub.active_entities("atlas_bridge_table")}
     rev, orders, customers = (
-        table_qualified_name("default", t, "ns", "spark_catalog") for t in ("rev", "orders", "customers")
+        table_qualified_name("default", t, "ns") for t in ("rev", "orders", "customers")
     )
     assert {rev, orders, customers} <= tables
-    assert table_qualified_name("default", "bad", "ns", "spark_catalog") not in tables  # its write failed
+    assert table_qualified_name("default", "bad", "ns") not in tables  # its write failed
+
+    def qns(ent: dict[str, Any], attribute: str) -> set[str]:
+        return {e["attributes"]["qualifiedName"] for e in atlas_stub.related(ent["guid"], attribute)}
+
     procs = atlas_stub.active_entities("atlas_bridge_process")
-    ctas = [
-        p
-        for p in procs
-        if rev in {o["uniqueAttributes"]["qualifiedName"] for o in p["attributes"]["outputs"]}
-    ]
+    ctas = [p for p in procs if rev in qns(p, "outputs")]
     assert len(ctas) == 1
-    assert {i["uniqueAttributes"]["qualifiedName"] for i in ctas[0]["attributes"]["inputs"]} >= {
-        orders,
-        customers,
-    }
+    assert qns(ctas[0], "inputs") >= {orders, customers}
     paths = atlas_stub.active_entities("atlas_bridge_path")
-    assert any(p["attributes"]["qualifiedName"].rstrip("/").endswith("/cents") for p in paths)
+    assert any(p["attributes"]["qualifiedName"].endswith("/cents@ns") for p in paths)
     cols = {e["attributes"]["qualifiedName"] for e in atlas_stub.active_entities("atlas_bridge_column")}
     assert column_qualified_name(rev, "total") in cols
     runs = atlas_stub.active_entities("atlas_bridge_process_execution")
