@@ -45,11 +45,14 @@ _ID = re.compile(rb'"(executionId|rootExecutionId)":(\d+)')
 _TASK_ID = re.compile(rb'"Task ID":\d+')
 
 
-def build_log(path: Path, mb: int) -> int:
-    """Write a zstd log of about ``mb`` MB of JSON; returns its JSON bytes."""
+def build_log(path: Path, mb: int, task_copies: int = 10) -> int:
+    """Write a zstd log of about ``mb`` MB of JSON, each task event ``task_copies`` times (more: fewer SQL
+    executions a MB); returns its JSON bytes."""
     import zstandard
 
-    lines = SOURCE.read_bytes().splitlines(keepends=True)
+    # the application's id from the file's name (as Spark names logs): each log an application of its own
+    own_id = path.name.split(".")[0].encode()
+    lines = SOURCE.read_bytes().replace(SOURCE.name.encode(), own_id).splitlines(keepends=True)
     first_sql = next(i for i, line in enumerate(lines) if b"SparkListenerSQL" in line[:120])
     head, body = lines[:first_sql], [x for x in lines[first_sql:] if b"SparkListenerApplicationEnd" not in x]
     top = max(int(m.group(2)) for x in body for m in _ID.finditer(x[:200])) + 1
@@ -65,7 +68,7 @@ def build_log(path: Path, mb: int) -> int:
             for line in body:
                 if b"SparkListenerSQL" in line[:120]:
                     line = _ID.sub(lambda m, s=shift: b'"%s":%d' % (m.group(1), int(m.group(2)) + s), line)  # type: ignore[misc]
-                copies = 10 if b'"Event":"SparkListenerTask' in line[:40] else 1
+                copies = task_copies if b'"Event":"SparkListenerTask' in line[:40] else 1
                 for _ in range(copies):
                     if copies > 1:  # each copy a task of its own, as in a real log
                         task += 1
@@ -134,6 +137,13 @@ def main() -> None:
     parser.add_argument("--log-mb", type=int, default=100)
     parser.add_argument("--memory-sizes", default="100,1000", help="MB of the logs of the memory runs")
     parser.add_argument("--master", default="local[2]")
+    parser.add_argument(
+        "--task-copies",
+        type=int,
+        default=10,
+        help="copies of each task event: 10 gives ~9 job runs a MB (a log of many small queries), "
+        "100 ~1 a MB (longer jobs, more tasks a query)",
+    )
     parser.add_argument("--child-read")
     parser.add_argument("--child-scan")
     args = parser.parse_args()
@@ -149,7 +159,7 @@ def main() -> None:
         folder.mkdir()
         total = 0
         for i in range(args.logs):
-            total += build_log(folder / f"local-{1700000000000 + i}.zstd", args.log_mb)
+            total += build_log(folder / f"local-{1700000000000 + i}.zstd", args.log_mb, args.task_copies)
         disk = sum(p.stat().st_size for p in folder.iterdir())
         mb = total / 2**20
         print(
@@ -158,18 +168,21 @@ def main() -> None:
         scan = _child("--child-scan", str(folder), "--master", args.master)
         print(
             f"scan on {args.master}: {scan['wall_s']:.1f} s, {mb / scan['wall_s']:.1f} MB/s "
-            f"(goal: at least {GOAL_MB_S:.0f} MB/s); {scan['runs']} job runs, {scan['batches']} batches, "
-            f"{scan['errors']} errors"
+            f"(goal: at least {GOAL_MB_S:.0f} MB/s); {scan['runs']} job runs "
+            f"({scan['runs'] / mb:.1f} a MB, {scan['runs'] / scan['wall_s']:.0f} a second), "
+            f"{scan['batches']} batches, {scan['errors']} errors"
         )
         one = _child("--child-read", str(next(folder.iterdir())))
         print(f"reader alone, one core: {one['mb'] / one['wall_s']:.1f} MB/s")
 
-        sizes = [int(s) for s in args.memory_sizes.split(",")]
+        sizes = [int(s) for s in args.memory_sizes.split(",") if s]
+        if not sizes:
+            return
         peaks: dict[str, list[float]] = {"reader": [], "driver": [], "executor": []}
         for size in sizes:
             log = Path(tmp) / f"mem-{size}" / "local-1800000000000.zstd"
             log.parent.mkdir()
-            build_log(log, size)
+            build_log(log, size, args.task_copies)
             got = _child("--child-read", str(log))
             scan = _child("--child-scan", str(log.parent), "--master", args.master)
             peaks["reader"].append(got["peak_rss_mb"])
