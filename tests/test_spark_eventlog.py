@@ -483,3 +483,24 @@ def test_scan_of_a_log_folder_puts_the_jobs_tables_and_runs_into_atlas(
     assert run["attributes"]["sourceFile"] == PLAIN.name
     assert run["attributes"]["sourceLine"] == 39
     assert run["attributes"]["userName"]
+
+
+def test_a_long_log_is_extracted_and_converted_a_few_runs_at_a_time() -> None:
+    """Memory follows ``eventlog_chunk_runs``, not the log: the pieces add up to the whole."""
+    from atlas_bridge.bridge.extract import extract_unit, unit_results
+    from atlas_bridge.bridge.types import ScanOptions, WorkUnit
+
+    (f,) = bridge.discover_inputs([_rolling_dir()])[0]
+    unit = WorkUnit(f, 0, f.size)
+    whole = extract_unit(unit, ScanOptions())
+    pieces = list(unit_results(unit, ScanOptions(eventlog_chunk_runs=2)))
+    runs = len(list(read_executions(f.path)))
+    assert len(pieces) == -(-runs // 2)
+    assert [p.statements for p in pieces[:-1]] == [2] * (len(pieces) - 1)
+    assert sum(p.statements for p in pieces) == whole.statements == runs
+    assert max(len(p.lineage.processes) for p in pieces) < len(whole.lineage.processes)
+    assert {p.id for piece in pieces for p in piece.lineage.processes} == {
+        p.id for p in whole.lineage.processes
+    }
+    assert {k: v for piece in pieces for k, v in piece.runs.items()} == whole.runs
+    assert whole.users == {next(read_executions(f.path)).app.user}

@@ -62,6 +62,9 @@ class ScanOptions:
     """Plain SQL scripts larger than this are cut into pieces of about this size at statement ends."""
     sqlflow_chunk_relations: int = 5_000
     """A SQLFlow export is read and converted this many relations at a time (whole statements)."""
+    eventlog_chunk_runs: int = 256
+    """A Spark event log's job runs are extracted and converted this many at a time (memory stays bounded
+    whatever the log's length)."""
     partition_bytes: int = 1024 * 1024
     """Input bytes per Spark partition (at least 4 partitions per core are used)."""
     learn_schema: bool = True
