@@ -41,7 +41,7 @@ from atlas_bridge.model import (
 )
 from atlas_bridge.spark.plan import extract_spark_plan_lineage, plan_identity, write_priority
 
-__all__ = ["SqlExecution", "extract_root_execution", "parse_formatted_plan"]
+__all__ = ["SqlExecution", "extract_root_execution", "parse_formatted_plan", "plan_from_info"]
 
 _L = "org.apache.spark.sql.catalyst.plans.logical."
 _C = "org.apache.spark.sql.execution.command."
@@ -141,8 +141,7 @@ def parse_formatted_plan(text: str) -> FormattedPlan:
             current = None
             continue
         head = _DETAIL_HEAD.match(line)
-        if (head and not stack and current is None) or (head and not in_tree):
-            assert head is not None
+        if head is not None and not in_tree:  # "(3) Filter": the details of node 3 follow
             node = nodes.get(int(head.group("id")))
             if node is not None:
                 node.has_details = True
@@ -182,6 +181,40 @@ def parse_formatted_plan(text: str) -> FormattedPlan:
     return FormattedPlan(roots=roots, subqueries=subqueries, nodes=nodes, cut=bool(_CUT_TEXT.search(text)))
 
 
+def plan_from_info(info: Mapping[str, Any]) -> FormattedPlan:
+    """The start event's ``sparkPlanInfo`` tree as a (cut) formatted plan: read when the plan text was cut
+    by ``spark.sql.maxPlanStringLength``. It keeps the write command's arguments and the scans' tables and
+    locations, enough for table-level lineage; the other nodes come without their details."""
+    nodes: dict[int, TextNode] = {}
+    counter = 0
+
+    def build(item: Mapping[str, Any]) -> TextNode:
+        nonlocal counter
+        counter += 1
+        name = str(item.get("nodeName") or "")
+        simple = str(item.get("simpleString") or "")
+        meta = item.get("metadata") if isinstance(item.get("metadata"), Mapping) else {}
+        node = TextNode(id=counter, label=re.sub(r" \(\d+\)$", "", name), has_details=True)
+        nodes[node.id] = node
+        if name.startswith("Execute ") and simple.startswith(name):
+            node.details["Arguments"] = simple[len(name) :].strip()
+        elif name.startswith("Scan "):
+            m = re.match(r"^\w*Scan \S+ [^\[\s]*\[([^\]]*)\]", simple)
+            if m is not None:
+                node.details["Output"] = "[" + m.group(1) + "]"
+            for key in ("Location", "ReadSchema"):
+                if isinstance(meta, Mapping) and isinstance(meta.get(key), str):
+                    node.details[key] = meta[key]
+        kids = item.get("children")
+        for child in kids if isinstance(kids, list) else []:
+            if isinstance(child, Mapping):
+                node.children.append(build(child))
+        return node
+
+    root = build(info)
+    return FormattedPlan(roots=[root], subqueries=[], nodes=nodes, cut=True)
+
+
 # ---------------------------------------------------------------------------------------------------------
 # Expression text -> toJSON-shaped expression trees
 
@@ -216,16 +249,20 @@ def _split_top(text: str, sep: str = ",") -> list[str]:
 
 
 def _find_top(text: str, word: str, start: int = 0) -> int:
-    """Index of ``word`` outside brackets, or -1."""
+    """Index of ``word`` outside brackets, at or after ``start``, or -1."""
+    i = text.find(word, start)
     depth = 0
-    for i in range(len(text)):
-        ch = text[i]
-        if ch in "([{":
-            depth += 1
-        elif ch in ")]}":
-            depth -= 1
-        elif depth == 0 and i >= start and text.startswith(word, i):
+    done = 0  # brackets counted up to here
+    while i >= 0:
+        for ch in text[done:i]:
+            if ch in "([{":
+                depth += 1
+            elif ch in ")]}":
+                depth -= 1
+        done = i
+        if depth == 0:
             return i
+        i = text.find(word, i + 1)
     return -1
 
 
@@ -484,6 +521,9 @@ class _ExprParser:
                 else:
                     node = _Expr(_E + "GetArrayItem", {}, [node, self.parse(part[1:-1])])
             return node
+        m = _ATTR.match(t)
+        if m is not None:  # an attribute named after the expression it holds ("RANK() OVER (...)#434")
+            return self.attribute(m.group("name"), int(m.group("id")), bool(m.group("long")))
         return self.literal(t)
 
     def attribute(self, name: str, xid: int, long: bool) -> _Expr:
@@ -592,8 +632,12 @@ class _PlanNode:
 
 
 def _ident_text(text: str) -> dict[str, str] | None:
-    """`` `cat`.`db`.`t` `` or ``cat.db.t`` -> a TableIdentifier-like dict."""
+    """`` `cat`.`db`.`t` ``, ``cat.db.t`` or ``[Database: db, TableName: t]`` -> a TableIdentifier-like
+    dict."""
     t = text.strip()
+    m = re.match(r"^\[Database: ([^,\]]+), TableName: ([^,\]]+)\]$", t)
+    if m is not None:
+        return {"database": m.group(1).strip(), "table": m.group(2).strip()}
     parts = re.findall(r"`((?:[^`]|``)*)`", t) if "`" in t else t.split(".")
     parts = [p.replace("``", "`") for p in parts if p]
     if not parts:
@@ -653,6 +697,7 @@ _WALK_THROUGH = {
     "EventTimeWatermark",
     "SortAggregate",  # partial stages only; finals are handled as aggregates below
 }
+_PYTHON_EVAL = {"BatchEvalPython", "ArrowEvalPython", "BatchEvalPythonUDTF", "ArrowEvalPythonUDTF"}
 _AGGREGATE_NODES = {"HashAggregate", "SortAggregate", "ObjectHashAggregate", "MergingSessions"}
 _JOIN_NODES = {
     "BroadcastHashJoin",
@@ -679,6 +724,11 @@ class _Converter:
         self.exprs = _ExprParser(self.subplans, types)
         self.normalise()
         self.join_keys = {
+            m.group(0)
+            for n in plan.nodes.values()
+            if n.name == "Generate"
+            for m in re.finditer(r"[^\s(),\[\]]+#\d+L?", _split_top(n.details.get("Arguments", ""))[0])
+        } | {
             m.group(0)
             for n in plan.nodes.values()
             for k in ("Left keys", "Right keys", "Join condition")
@@ -750,6 +800,12 @@ class _Converter:
                 f["catalogTable"] = {"identifier": _ident_text(a[2]), "provider": a[0]}
             return _PlanNode(_D + "LogicalRelation", f)
         if name == "HiveTableRelation":
+            if a and a[0].startswith("`"):  # `cat`.`db`.`t`, <serde>, [output]
+                cols = next((x for x in a[1:] if x.startswith("[")), "[]")
+                return _PlanNode(
+                    _L.replace("plans.logical.", "catalog.") + "HiveTableRelation",
+                    {"tableMeta": {"identifier": _ident_text(a[0])}, "dataCols": self.es(cols)},
+                )
             return self.hive_relation(node.details.get("Arguments", node.label))
         if name in ("Project",):
             f["projectList"] = self.es(node.details.get("Arguments", "[]"))
@@ -842,12 +898,12 @@ class _Converter:
         name = node.name
         d = node.details
         label = node.label
-        if name == "Scan" or label.startswith("BatchScan") or label.startswith("FileScan"):
-            return self.scan(node)
         if name == "InMemoryTableScan" or label.startswith("Scan In-memory table"):
             if node.inner:
                 return self.in_memory(node.inner[0])
             return self.unknown(node, [])
+        if name == "Scan" or label.startswith("BatchScan") or label.startswith("FileScan"):
+            return self.scan(node)
         f: dict[str, Any] = {}
         if name == "Project":
             f["projectList"] = self.es(d.get("Output", "[]"))
@@ -860,6 +916,10 @@ class _Converter:
         if name in _AGGREGATE_NODES:
             functions = _list(d.get("Functions", "[]"))
             if any(fn.startswith(("partial_", "merge_")) for fn in functions):
+                return kids[0] if kids else _PlanNode(_L + "LocalRelation")  # a partial stage
+            if not functions and _list(d.get("Results", "[]")) == _list(d.get("Keys", "[]")):
+                # no aggregate function and the keys are the output: a DISTINCT (the analyzed plan the hook
+                # reads has Distinct there, which restricts nothing) -- or GROUP BY the whole select list
                 return kids[0] if kids else _PlanNode(_L + "LocalRelation")
             attrs = _list(d.get("Aggregate Attributes", "[]"))
             subst = {}
@@ -888,6 +948,14 @@ class _Converter:
             for c in conds[1:]:
                 cond_text = f"({cond_text} AND {c})"
             f["joinType"] = {"object": "org.apache.spark.sql.catalyst.plans." + jt + "$"}
+            if jt.startswith(("LeftSemi", "LeftAnti", "ExistenceJoin")):
+                # what the optimizer makes of IN / EXISTS subqueries (RewritePredicateSubquery): the
+                # analyzed plan the hook reads has a WHERE there
+                f["condition"] = None
+                join = _PlanNode(_L + "Join", f, kids)
+                if not cond_text:
+                    return join
+                return _PlanNode(_L + "Filter", {"condition": self.e(cond_text)}, [join])
             f["condition"] = self.e(cond_text) if cond_text else None
             return _PlanNode(_L + "Join", f, kids)
         if name == "Window":
@@ -910,17 +978,26 @@ class _Converter:
             return _PlanNode(_L + "Expand", f, kids)
         if name == "Union":
             return _PlanNode(_L + "Union", f, kids)
+        if name in _PYTHON_EVAL:
+            # [udf(a#1)#9, ...], [pythonUDF0#10, ...]: the child's columns, then each UDF's result
+            a = self.args(node)
+            udfs = _list(a[0]) if a else []
+            udf_outs = _list(a[1]) if len(a) > 1 else []
+            proj = self.es(d.get("Input", "[]"))
+            for udf_text, result in zip(udfs, udf_outs, strict=False):
+                udf_call = re.sub(r"#\d+L?$", "", udf_text)
+                proj.append(self.e(f"{udf_call} AS {result}"))
+            return _PlanNode(_L + "Project", {"projectList": proj}, kids)
         if name in ("Sort", "TakeOrderedAndProject"):
             a = self.args(node)
             if name == "Sort" and (len(a) < 2 or a[1] != "true"):
                 return kids[0] if kids else _PlanNode(_L + "LocalRelation")  # a sort a join or window needs
             if name == "TakeOrderedAndProject":
-                order = re.search(r"orderBy=(\[.*?\])(?:, output=|$)", d.get("Arguments", ""))
-                out = re.search(r"output=(\[.*\])\)?$", d.get("Arguments", ""))
-                sort = _PlanNode(_L + "Sort", {"order": self.es(order.group(1)) if order else []}, kids)
-                return _PlanNode(
-                    _L + "Project", {"projectList": self.es(out.group(1)) if out else []}, [sort]
-                )
+                lists = [x.split("=", 1)[-1] for x in a if x.split("=", 1)[-1].startswith("[")]
+                sort = _PlanNode(_L + "Sort", {"order": self.es(lists[0]) if lists else []}, kids)
+                if len(lists) < 2:
+                    return sort
+                return _PlanNode(_L + "Project", {"projectList": self.es(lists[1])}, [sort])
             return _PlanNode(_L + "Sort", {"order": self.es(a[0]) if a else []}, kids)
         if name in _WALK_THROUGH or name in ("Sort",):
             return kids[0] if len(kids) == 1 else _PlanNode(_L + "Union", {}, kids)
@@ -1006,7 +1083,7 @@ class _Converter:
         ):
             key = "table" if name == "CreateDataSourceTableAsSelectCommand" else "tableDesc"
             f[key] = {"identifier": _ident_text(a[0]) if a else None}
-            f["outputColumnNames"] = a[-1] if a and a[-1].startswith("[") else None
+            f["outputColumnNames"] = a[-1] if len(a) > 1 and a[-1].startswith("[") else None
         elif name == "SaveAsV1TableCommand":
             return None  # its query is printed as one line: the CTAS it runs carries the plan
         elif name == "InsertIntoDataSourceDirCommand":
@@ -1047,7 +1124,7 @@ class _Converter:
             table = next((x for x in a if x.startswith("`")), None)
             if table is not None:
                 f["catalogTable"] = {"identifier": _ident_text(table), "provider": write.get("format")}
-            f["outputColumnNames"] = a[-1] if a and a[-1].startswith("[") else None
+            f["outputColumnNames"] = a[-1] if len(a) > 1 and a[-1].startswith("[") else None
             facts["write"] = write
         elif cmd_name == "InsertIntoHiveTable":
             f["table"] = {"identifier": _ident_text(a[0]) if a else None}
@@ -1056,7 +1133,7 @@ class _Converter:
             f["outputColumnNames"] = names
         elif cmd_name in ("CreateHiveTableAsSelectCommand", "OptimizedCreateHiveTableAsSelectCommand"):
             f["tableDesc"] = {"identifier": _ident_text(a[0]) if a else None}
-            f["outputColumnNames"] = a[-1] if a and a[-1].startswith("[") else None
+            f["outputColumnNames"] = a[-1] if len(a) > 1 and a[-1].startswith("[") else None
         elif cmd_name == "InsertIntoHiveDirCommand":
             m = re.search(r"Location: ([^,)]+)", node.details.get("Arguments", ""))
             f["storage"] = {"locationUri": m.group(1).strip() if m else None}
@@ -1151,7 +1228,9 @@ def _drop_inferred_not_null(cond: str, join_keys: set[str]) -> str:
         parts.append(c)
     kept = []
     for p in parts:
-        m = re.match(r"^isnotnull\(([^()]+#\d+L?)\)$", p)
+        m = re.match(r"^isnotnull\(([^()]+#\d+L?)\)$", p) or re.match(
+            r"^\(size\(([^()]+#\d+L?), (?:true|false)\) > 0\)$", p
+        )
         if m is not None and (m.group(1) in join_keys or any(m.group(1) in q for q in parts if q is not p)):
             continue
         kept.append(p)
@@ -1167,9 +1246,14 @@ def _drop_inferred_not_null(cond: str, join_keys: set[str]) -> str:
 # Entry point
 
 
-def _plan_text(ex: SqlExecution) -> str:
+def _read_plan(ex: SqlExecution) -> FormattedPlan:
+    """The execution's plan text; its ``sparkPlanInfo`` when the text was cut."""
     text = ex.start.get("physicalPlanDescription")
-    return text if isinstance(text, str) else ""
+    plan = parse_formatted_plan(text if isinstance(text, str) else "")
+    info = ex.start.get("sparkPlanInfo")
+    if plan.cut and isinstance(info, Mapping):
+        return plan_from_info(info)
+    return plan
 
 
 def extract_root_execution(
@@ -1188,7 +1272,7 @@ def extract_root_execution(
     leaves: list[dict[str, Any]] = []
     problems: list[Problem] = []
     writes: list[tuple[int, int, list[dict[str, Any]], dict[str, Any], bool, _Converter]] = []
-    parsed = [(x, parse_formatted_plan(_plan_text(x))) for x in ordered]
+    parsed = [(x, _read_plan(x)) for x in ordered]
     # the physical scans first: their paths and types serve every execution of the group
     for x, plan in parsed:
         conv = _Converter(plan, x.execution_id, types)
@@ -1200,6 +1284,13 @@ def extract_root_execution(
         leaves.extend(conv.leaves)
     for x, plan in parsed:
         if not plan.roots:
+            problems.append(
+                Problem(
+                    message=f"execution {x.execution_id} (line {x.line}): no plan text to read",
+                    severity=Severity.WARNING,
+                    kind="parse",
+                )
+            )
             continue
         conv = _Converter(plan, x.execution_id, types, x.line)
         try:

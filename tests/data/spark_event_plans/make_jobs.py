@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 
-def main(out: Path) -> None:
+def main(out: Path, only: set[str] | None = None) -> None:
     from pyspark.sql import SparkSession
 
     import atlas_bridge.spark.plan as plan_mod
@@ -92,6 +92,8 @@ def main(out: Path) -> None:
     assert handle.flush(timeout=60)
 
     def run(name: str, fn: Any) -> None:
+        if only is not None and name not in only:
+            return
         shape["name"] = name
         spark.sparkContext.setJobDescription(f"shape:{name}")
         try:
@@ -247,6 +249,22 @@ def main(out: Path) -> None:
         "insert_from_path",
         lambda: spark.read.parquet(str(paths / "p1")).where("id > 0").write.insertInto("path_ins"),
     )
+    # shapes of the second run (``--only``): a Hive CTAS, a Python UDF, GROUP BY without an aggregate
+    run(
+        "hive_ctas",
+        lambda: sql(
+            "CREATE TABLE hive_ctas STORED AS TEXTFILE AS SELECT id, upper(name) AS name FROM hive_src WHERE id > 0"
+        ),
+    )
+
+    def python_udf() -> None:
+        from pyspark.sql.functions import udf
+
+        spark.udf.register("plus_one", udf(lambda x: x + 1.0, "double"))
+        sql("INSERT INTO short_ins SELECT id, plus_one(amount) FROM src")
+
+    run("python_udf", python_udf)
+    run("group_by_no_aggregate", lambda: sql("INSERT INTO top_ins SELECT tag, tag FROM src GROUP BY tag"))
     # plans Spark cuts: a list longer than spark.sql.debug.maxToStringFields, a text longer than
     # spark.sql.maxPlanStringLength
     run(
@@ -279,27 +297,35 @@ _KEEP = {
         "time",
         "physicalPlanDescription",
     ),
-    "SparkListenerSQLAdaptiveExecutionUpdate": ("Event", "executionId", "physicalPlanDescription"),
+    "SparkListenerSQLAdaptiveExecutionUpdate": ("Event", "executionId"),  # its plan text is not read
     "SparkListenerSQLExecutionEnd": ("Event", "executionId", "time", "errorMessage"),
 }
 
 
-def extract(out: Path, dest: Path) -> None:
+def extract(out: Path, dest: Path, suffix: str = "") -> None:
     """Keep what the tests need: the SQL execution events of the shapes (without ``sparkPlanInfo``, which the
     reader does not use), and the hook's lineage per shape in the compact form the tests compare."""
     dest.mkdir(parents=True, exist_ok=True)
     (log,) = sorted((out / "eventlog").iterdir())
-    with log.open(encoding="utf-8") as f, (dest / "events.jsonl").open("w", encoding="utf-8") as w:
+    shapes: set[int] = set()  # the executions of the shapes (not the setup statements)
+    with log.open(encoding="utf-8") as f, (dest / f"events{suffix}.jsonl").open("w", encoding="utf-8") as w:
         for line in f:
             if _SQL_EVENT not in line:
                 continue
             event = json.loads(line)
+            if str(event.get("description", "")).startswith("shape:"):
+                shapes.add(int(event["executionId"]))
+            if int(event["executionId"]) not in shapes:
+                continue
             keep = _KEEP.get(event["Event"].rsplit(".", 1)[-1])
             if keep is not None:
-                w.write(json.dumps({k: event[k] for k in keep if k in event}, sort_keys=True) + "\n")
+                kept = {k: event[k] for k in keep if k in event}
+                if "more characters" in str(event.get("physicalPlanDescription", ""))[-200:]:
+                    kept["sparkPlanInfo"] = event.get("sparkPlanInfo")  # read when the text was cut
+                w.write(json.dumps(kept, sort_keys=True) + "\n")
     with (
         (out / "hook.jsonl").open(encoding="utf-8") as f,
-        (dest / "hook.jsonl").open("w", encoding="utf-8") as w,
+        (dest / f"hook{suffix}.jsonl").open("w", encoding="utf-8") as w,
     ):
         for line in f:
             entry = json.loads(line)
@@ -325,7 +351,8 @@ def extract(out: Path, dest: Path) -> None:
 
 if __name__ == "__main__":
     if sys.argv[1] == "--extract":
-        extract(Path(sys.argv[2]), Path(sys.argv[3]))
+        extract(Path(sys.argv[2]), Path(sys.argv[3]), sys.argv[4] if len(sys.argv) > 4 else "")
     else:
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-        main(Path(sys.argv[1]))
+        only = set(sys.argv[3].split(",")) if len(sys.argv) > 3 and sys.argv[2] == "--only" else None
+        main(Path(sys.argv[1]), only)
