@@ -56,7 +56,8 @@ _SQL_EVENT = b"org.apache.spark.sql.execution.ui.SparkListenerSQL"
 _START = "org.apache.spark.sql.execution.ui.SparkListenerSQLExecutionStart"
 _END = "org.apache.spark.sql.execution.ui.SparkListenerSQLExecutionEnd"
 _ADAPTIVE = "org.apache.spark.sql.execution.ui.SparkListenerSQLAdaptiveExecutionUpdate"
-_APP_EVENTS = (b"SparkListenerApplicationStart", b"SparkListenerApplicationEnd", b"SparkListenerLogStart")
+_APP_EVENT = b"SparkListenerApplication"
+_LOG_START = b"SparkListenerLogStart"
 _HEAD = 120
 """Bytes of a line its event name is looked for in: Spark writes ``Event`` as the first key."""
 
@@ -479,7 +480,7 @@ def read_executions(
                 stats.bytes += len(raw)
                 head = raw[:_HEAD]
                 sql = _SQL_EVENT in head
-                if not sql and not any(k in head for k in _APP_EVENTS):
+                if not sql and _APP_EVENT not in head and _LOG_START not in head:
                     continue
                 flush_bad()
                 try:
