@@ -504,3 +504,39 @@ def test_a_long_log_is_extracted_and_converted_a_few_runs_at_a_time() -> None:
     }
     assert {k: v for piece in pieces for k, v in piece.runs.items()} == whole.runs
     assert whole.users == {next(read_executions(f.path)).app.user}
+
+
+def _table_edges(path: Path) -> set[tuple[str, str]]:
+    """Table-level edges of a log's lineage (through the real plan reader), by dataset name."""
+    from atlas_bridge.model import merge_lineage
+
+    lineage = merge_lineage(eventlog.run_lineage(r, source="x")[0] for r in read_executions(path))
+    names = {
+        d.id: d.name if d.kind.value != "path" else d.name.rstrip("/").rsplit("/", 1)[-1]
+        for d in lineage.datasets
+    }
+    kinds = {d.id: d.kind.value for d in lineage.datasets}
+    return {
+        (names[r.source.dataset_id], names[r.target.dataset_id])
+        for r in lineage.relations
+        if r.source.dataset_id != r.target.dataset_id
+        and "resultset" not in (kinds[r.source.dataset_id], kinds[r.target.dataset_id])
+    }
+
+
+@pytest.mark.parametrize(
+    "path",
+    [*CODEC_FILES.values(), *sorted(SPARK35.iterdir()), LOGS / "inprogress", LOGS / "rolling"],
+    ids=lambda p: p.name,
+)
+def test_every_pyspark_log_gives_the_jobs_table_lineage(path: Path) -> None:
+    """The job of make_logs.py, whatever the version, codec or layout: the CTAS reads both tables, the path
+    write reads the CTAS's table; the failed INSERT into ``bad`` gives nothing."""
+    if path.is_dir() and not eventlog.is_rolling_dir(path):
+        (path,) = [p for p in path.iterdir() if p.is_file() or eventlog.is_rolling_dir(p)]
+    assert _table_edges(path) == {("orders", "rev"), ("customers", "rev"), ("rev", "cents")}
+
+
+def test_the_scala_jobs_log_gives_its_table_lineage() -> None:
+    (path,) = sorted((LOGS / "scala").iterdir())
+    assert _table_edges(path) == {("sales", "region_totals"), ("sales", "big_sales")}
