@@ -146,6 +146,10 @@ class RunInfo(BaseModel):
     """A streaming query's run: the rows its sources gave so far."""
     message: str | None = None
     """Why a run failed (the first line of the error)."""
+    application_name: str | None = None
+    source_file: str | None = None
+    """Where the run was read from (a Spark event log's events file), with ``source_line``."""
+    source_line: int | None = None
 
 
 class _Ref(NamedTuple):
@@ -484,6 +488,9 @@ class _Builder:
             if run.query_text is not None
             else proc_entity.attributes["queryText"],
             "applicationId": run.application_id,
+            "applicationName": run.application_name,
+            "sourceFile": run.source_file,
+            "sourceLine": run.source_line,
             "hostName": run.host,
             "status": run.status,
             "batches": run.batches,
@@ -607,7 +614,9 @@ def _build(
 ) -> list[_Entity]:
     """The entities of a lineage, sorted; with ``unused`` given, also every other permanent dataset (and
     its columns), whose qualifiedNames are added to ``unused`` (a part of a bigger lineage: another part
-    may use them, and their columns belong to the union)."""
+    may use them, and their columns belong to the union). ``runs``: the run of each process id, where the
+    processes of one lineage ran in different runs (a Spark event log's executions); ``run`` for the
+    others."""
     b = _Builder(lineage, namespace, resultsets)
     e2e = end_to_end(lineage)
     b.process_qn = _process_qualified_names(lineage, e2e, namespace)
@@ -1131,8 +1140,9 @@ def to_entity_records(
         column records (every permanent dataset of the part, used or not, so columns seen only here join
         the union); ``unused`` names the dataset qualifiedNames the part itself does not use (send them only
         if another part does); ``processes`` are the processes, column lineage and executions, complete
-        for the part's statements. Records are sorted as :func:`to_atlas_entities` sorts entities. Fold
-        datasets with :func:`merge_entity_record` and render with :func:`batches_from_records`.
+        for the part's statements (``runs``: a process id's own run, see :func:`_build`). Records are
+        sorted as :func:`to_atlas_entities` sorts entities. Fold datasets with :func:`merge_entity_record`
+        and render with :func:`batches_from_records`.
     """
     unused: set[str] = set()
     entities = _build(lineage, namespace, run, include_resultsets, unused=unused, runs=runs)

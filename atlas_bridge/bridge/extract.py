@@ -43,10 +43,18 @@ def extract_unit(unit: WorkUnit, options: ScanOptions, schema: SchemaIndex | Non
 def unit_results(
     unit: WorkUnit, options: ScanOptions, schema: SchemaIndex | None = None
 ) -> Iterator[UnitResult]:
-    """:func:`extract_unit`, in pieces for a SQLFlow export (a big one is never one model in memory); for
-    OpenLineage event files one result per file, the lineage of all their events with the first."""
+    """:func:`extract_unit`, in pieces for a SQLFlow export and a Spark event log (a big one is never one
+    model in memory); for OpenLineage event files one result per file, the lineage of all their events with
+    the first."""
     if unit.file.kind == InputKind.OPENLINEAGE:
         yield from (_printable(r) for r in _extract_openlineage(unit))
+        return
+    if unit.file.kind == InputKind.SPARK_EVENT_LOG:
+        try:
+            for log_piece in _event_log_pieces(unit, options):
+                yield _printable(log_piece)
+        except Exception as e:  # one bad log must not end the job (its earlier pieces stand)
+            yield _printable(_extract_unit_failed(unit, e))
         return
     if unit.file.kind != InputKind.SQLFLOW:
         yield extract_unit(unit, options, schema)
@@ -95,6 +103,8 @@ def _extract_unit(unit: WorkUnit, options: ScanOptions, schema: SchemaIndex | No
             return _extract_sqlflow_file(unit)
         if f.kind == InputKind.QUERY_LOG:
             return _extract_query_log(unit, options, schema)
+        if f.kind == InputKind.SPARK_EVENT_LOG:
+            return _merge_results(list(_event_log_pieces(unit, options)))
         msg = f"unknown input kind {f.kind!r}"
         return UnitResult(f.name, f.kind, Lineage(), problems=[make_problem(msg, f.name, kind="input")])
     except AtlasBridgeError as e:
@@ -106,6 +116,24 @@ def _extract_unit(unit: WorkUnit, options: ScanOptions, schema: SchemaIndex | No
         logger.exception("extraction of %s failed", f.name)
         msg = f"internal error: {e.__class__.__name__}: {e}"
         return UnitResult(f.name, f.kind, Lineage(), problems=[make_problem(msg, f.name, kind="internal")])
+
+
+def _merge_results(results: list[UnitResult]) -> UnitResult:
+    """Pieces of one unit as one result (:func:`extract_unit` of an event log)."""
+    out = results[-1]
+    if len(results) == 1:
+        return out
+    merged = UnitResult(out.file, out.kind, merge_lineage(r.lineage for r in results))
+    for r in results:
+        merged.statements += r.statements
+        merged.problems.extend(r.problems)
+        merged.users |= r.users
+        merged.runs.update(r.runs)
+        for key, pick in (("first_time_ms", min), ("last_time_ms", max)):
+            value, old = getattr(r, key), getattr(merged, key)
+            if value is not None:
+                setattr(merged, key, value if old is None else pick(old, value))
+    return merged
 
 
 def _schema_of(options: ScanOptions, schema: SchemaIndex | None) -> SchemaIndex | dict[str, Any] | None:
@@ -175,7 +203,7 @@ def _extract_openlineage(unit: WorkUnit) -> list[UnitResult]:
     for r in results:
         r.problems.sort(key=lambda p: (p.line or 0, p.column or 0))
     results[0].lineage = read.result.lineage
-    results[0].runs = read.runs
+    results[0].runs = dict(read.runs)
     return results
 
 
@@ -227,6 +255,56 @@ def _extract_query_log(unit: WorkUnit, options: ScanOptions, base: SchemaIndex |
     out.lineage = merge_lineage(parts) if parts else Lineage()
     out.problems = problems
     return out
+
+
+def _extract_unit_failed(unit: WorkUnit, e: Exception) -> UnitResult:
+    f = unit.file
+    if isinstance(e, AtlasBridgeError):
+        return UnitResult(f.name, f.kind, Lineage(), problems=[make_problem(str(e), f.name, kind="input")])
+    if isinstance(e, OSError):
+        msg = f"cannot read: {e.strerror or e.__class__.__name__}"
+        return UnitResult(f.name, f.kind, Lineage(), problems=[make_problem(msg, f.name, kind="input")])
+    logger.exception("extraction of %s failed", f.name)
+    msg = f"internal error: {e.__class__.__name__}: {e}"
+    return UnitResult(f.name, f.kind, Lineage(), problems=[make_problem(msg, f.name, kind="internal")])
+
+
+def _event_log_pieces(unit: WorkUnit, options: ScanOptions) -> Iterator[UnitResult]:
+    """A Spark event log, ``options.eventlog_chunk_runs`` job runs at a time: each run (a root SQL
+    execution and those nested in it) through the plan reader, its processes recorded as run by that
+    execution (a process execution each). The last piece carries what reading the log met."""
+    from atlas_bridge.spark.eventlog import ReadStats, read_executions, run_lineage
+
+    f = unit.file
+    stats = ReadStats()
+    size = max(1, options.eventlog_chunk_runs)
+
+    def piece() -> UnitResult:
+        return UnitResult(f.name, f.kind, Lineage())
+
+    out, count = piece(), 0
+    parts: list[Lineage] = []
+    for run in read_executions(f.path, data=unit.content, name=f.name, stats=stats):
+        if count == size:
+            out.lineage = merge_lineage(parts) if parts else Lineage()
+            yield out
+            out, parts, count = piece(), [], 0
+        count += 1
+        out.statements += 1
+        lineage, runs, problems = run_lineage(run, source=f.source_name, default_db=options.default_db)
+        out.problems.extend(problems)
+        if run.app.user:
+            out.users.add(run.app.user)
+        start = run.root.start.get("time")
+        if isinstance(start, int):
+            out.first_time_ms = start if out.first_time_ms is None else min(out.first_time_ms, start)
+            out.last_time_ms = start if out.last_time_ms is None else max(out.last_time_ms, start)
+        if lineage.processes:
+            parts.append(lineage)
+            out.runs.update({pid: (info,) for pid, info in runs.items()})
+    out.problems[:0] = stats.problems
+    out.lineage = merge_lineage(parts) if parts else Lineage()
+    yield out
 
 
 def extract_partition(

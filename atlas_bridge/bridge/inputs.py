@@ -87,14 +87,28 @@ def discover_inputs(
             candidates = _walk(root, problems)
         else:
             candidates = [(root, root.name)]
+        rolling_taken: set[Path] = set()
         for path, rel in candidates:
             if include and not _matches(rel, include):
                 continue
             if exclude and _matches(rel, exclude):
                 continue
+            rolling = _rolling_folder(path)
+            if rolling is not None:  # a file of a rolling Spark event log: the log is its folder
+                if rolling not in rolling_taken:
+                    rolling_taken.add(rolling)
+                    folder_rel = rel.rsplit("/", 1)[0] if "/" in rel else rolling.name
+                    taken = _take_rolling(rolling, folder_rel, problems)
+                    if taken is not None:
+                        found.setdefault(taken.path, taken)
+                continue
             suffix = path.suffix.lower()
             if suffix not in SQL_SUFFIXES + SQLFLOW_SUFFIXES + LOG_SUFFIXES:
-                if root.is_file():
+                if _is_event_log_file(path):
+                    taken = _take(path, rel, query_field, notes, problems, kind=InputKind.SPARK_EVENT_LOG)
+                    if taken is not None:
+                        found.setdefault(taken.path, taken)
+                elif root.is_file():
                     notes.append(f"{_display(path)}: skipped, unknown kind of file")
                 continue
             taken = _take(path, rel, query_field, notes, problems)
@@ -102,6 +116,40 @@ def discover_inputs(
                 found.setdefault(taken.path, taken)
     files = sorted(found.values(), key=lambda f: (f.name, f.path))
     return files, notes
+
+
+def _rolling_folder(path: Path) -> Path | None:
+    """The rolling Spark event log (``eventlog_v2_*`` folder with events files) ``path`` belongs to."""
+    from atlas_bridge.spark.eventlog import ROLLING_PREFIX, is_rolling_dir
+
+    parent = path.parent
+    if parent.name.startswith(ROLLING_PREFIX) and is_rolling_dir(parent):
+        return parent
+    return None
+
+
+def _is_event_log_file(path: Path) -> bool:
+    """A Spark event log by its content (read only when the name could be one: no suffix of ours)."""
+    from atlas_bridge.spark.eventlog import is_event_log
+
+    try:
+        return path.is_file() and stat.S_ISREG(path.stat().st_mode) and is_event_log(path)
+    except OSError:
+        return False
+
+
+def _take_rolling(folder: Path, rel: str, problems: list[Problem]) -> InputFile | None:
+    """A rolling event log's folder as one input (its events files are read in order, as one log)."""
+    from atlas_bridge.spark.eventlog import total_size
+
+    name = _display(folder)
+    try:
+        size = total_size(folder)
+        key = str(folder.resolve())
+    except OSError as e:
+        problems.append(_input_problem(f"not scanned: {_reason(e)}", _safe(name)))
+        return None
+    return InputFile(path=key, name=_safe(name), kind=InputKind.SPARK_EVENT_LOG, size=size, source=_safe(rel))
 
 
 def _walk(root: Path, problems: list[Problem]) -> list[tuple[Path, str]]:
@@ -124,7 +172,13 @@ def _walk(root: Path, problems: list[Problem]) -> list[tuple[Path, str]]:
 
 
 def _take(
-    path: Path, rel: str, query_field: str | None, notes: list[str], problems: list[Problem]
+    path: Path,
+    rel: str,
+    query_field: str | None,
+    notes: list[str],
+    problems: list[Problem],
+    *,
+    kind: str | None = None,
 ) -> InputFile | None:
     """The input at ``path`` (``rel``: its path below the scanned folder, or its name), or None: left out
     with a note, or a problem when it cannot be read."""
@@ -143,7 +197,7 @@ def _take(
         if not stat.S_ISREG(st.st_mode):  # a FIFO would block the read for ever
             problems.append(_input_problem("not scanned: not a regular file", _safe(name)))
             return None
-        kind = classify_file(path, query_field=query_field)
+        kind = kind or classify_file(path, query_field=query_field)
         if kind == InputKind.SCHEMA:
             notes.append(f"{_safe(name)}: not scanned, a schema mapping (see --schema)")
             return None
@@ -208,6 +262,8 @@ def classify_file(path: str | os.PathLike[str], *, query_field: str | None = Non
     if suffix in (".jsonl", ".ndjson", ".json"):  # OpenLineage events are told by their content
         with open(p, "rb") as fh:
             head = fh.read(_SNIFF_BYTES)
+        if head.lstrip(b"\xef\xbb\xbf").startswith(b'{"Event":"SparkListenerLogStart"'):
+            return InputKind.SPARK_EVENT_LOG
         if sniff_events(head):
             return InputKind.OPENLINEAGE
         if suffix == ".json":
@@ -356,7 +412,9 @@ def plan_units(
         if f.kind == InputKind.OPENLINEAGE:
             continue
         splittable = f.kind == InputKind.QUERY_LOG and not f.name.lower().endswith(".csv")
-        if f.kind == InputKind.SQL and f.size > options.sql_chunk_bytes:
+        if f.kind == InputKind.SPARK_EVENT_LOG:  # one unit per log: its executions span its files
+            units.append(WorkUnit(f, 0, f.size, _event_log_bytes(f) if ship_content else None))
+        elif f.kind == InputKind.SQL and f.size > options.sql_chunk_bytes:
             units.extend(_script_units(f, options, ship_content=ship_content))
         elif splittable and f.size > options.chunk_bytes and not ship_content:
             for start in range(0, f.size, options.chunk_bytes):
@@ -366,6 +424,14 @@ def plan_units(
         else:
             units.append(WorkUnit(f, 0, f.size))
     return units
+
+
+def _event_log_bytes(f: InputFile) -> bytes:
+    """A log's bytes for a remote executor: a rolling log's events files one after the other (Spark ends
+    each with a whole line, and every codec's stream reads on across a concatenation)."""
+    from atlas_bridge.spark.eventlog import log_files
+
+    return b"".join(p.read_bytes() for p in log_files(f.path))
 
 
 _LONE_CR = re.compile(rb"\r(?!\n)")

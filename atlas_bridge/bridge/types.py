@@ -22,6 +22,8 @@ class InputKind:
     QUERY_LOG = "query_log"
     OPENLINEAGE = "openlineage"
     """OpenLineage events (JSON, JSON lines), as the file transport and ``dbt-ol`` write them."""
+    SPARK_EVENT_LOG = "spark_event_log"
+    """A Spark event log: one file, or a rolling log's ``eventlog_v2_*`` folder (``path`` is the folder)."""
     SCHEMA = "schema"
     """A sqlglot schema mapping (``{db: {table: {col: type}}}``): not lineage, skipped (use ``--schema``)."""
 
@@ -60,6 +62,9 @@ class ScanOptions:
     """Plain SQL scripts larger than this are cut into pieces of about this size at statement ends."""
     sqlflow_chunk_relations: int = 5_000
     """A SQLFlow export is read and converted this many relations at a time (whole statements)."""
+    eventlog_chunk_runs: int = 256
+    """A Spark event log's job runs are extracted and converted this many at a time (memory stays bounded
+    whatever the log's length)."""
     partition_bytes: int = 1024 * 1024
     """Input bytes per Spark partition (at least 4 partitions per core are used)."""
     learn_schema: bool = True
@@ -111,8 +116,9 @@ class UnitResult:
     """Tables and views the unit's DDL defined, with their columns (what the estate learns from it)."""
     lookups: list[TableKey] = dataclasses.field(default_factory=list)
     """Tables the unit looked up that its own DDL did not define (see ``SchemaIndex.lookups``)."""
-    runs: Mapping[str, tuple[RunInfo, ...]] = dataclasses.field(default_factory=dict)
-    """Runs of single processes (OpenLineage runs), recorded as their process executions."""
+    runs: dict[str, tuple[RunInfo, ...]] = dataclasses.field(default_factory=dict)
+    """Runs of single processes (OpenLineage runs; a Spark event log's job runs), recorded as their process
+    executions."""
 
 
 @dataclasses.dataclass(frozen=True)

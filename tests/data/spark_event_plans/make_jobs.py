@@ -302,6 +302,12 @@ _KEEP = {
 }
 
 
+def _end(ref: dict[str, Any]) -> str:
+    """A relation's end as the tests compare it: dataset.column, with the field path below it if any."""
+    field = ref.get("field")
+    return f"{ref['dataset_id']}.{ref['column']}" + (f".{field}" if field else "")
+
+
 def extract(out: Path, dest: Path, suffix: str = "") -> None:
     """Keep what the tests need: the SQL execution events of the shapes (without ``sparkPlanInfo``, which the
     reader does not use), and the hook's lineage per shape in the compact form the tests compare."""
@@ -339,8 +345,8 @@ def extract(out: Path, dest: Path, suffix: str = "") -> None:
                 "relations": sorted(
                     [
                         r["type"],
-                        f"{r['source']['dataset_id']}.{r['source']['column']}",
-                        f"{r['target']['dataset_id']}.{r['target']['column']}",
+                        _end(r["source"]),
+                        _end(r["target"]),
                         r["clause_type"] or r["effect"] or "",
                     ]
                     for r in lin["relations"]
