@@ -173,7 +173,7 @@ def readable_lines(lineage: Lineage) -> list[str]:
 
     def name(ref: Any) -> str:
         table = by_id.get(ref.dataset_id, ref.dataset_id)
-        return f"{table} (rows)" if ref.column == "PseudoRows" else f"{table}.{ref.column}"
+        return f"{table} (rows)" if ref.column == "PseudoRows" else f"{table}.{ref.path}"
 
     return sorted(
         f"{name(r.source)} -> {_KINDS.get(r.type.value, r.type.value)} -> {name(r.target)}"
