@@ -50,7 +50,12 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
         )
         .config("spark.driver.extraJavaOptions", f"-Dderby.system.home={base / 'derby'}")
         .config("spark.sql.session.timeZone", "UTC")
+        # the run's own event log, as a cluster keeps it (Spark's defaults otherwise): the event-log reader
+        # is checked against the hook on the same statements (test_conventions_agree.py)
+        .config("spark.eventLog.enabled", "true")
+        .config("spark.eventLog.dir", str(base / "events"))
     )
+    (base / "events").mkdir()
     try:
         session = builder.getOrCreate()
     except Exception as e:

@@ -17,7 +17,8 @@ from atlas_bridge.atlas.convert import to_atlas_batches
 from atlas_bridge.atlas.encoded import as_dict
 from atlas_bridge.config import Settings
 from atlas_bridge.extractors.sql import extract_sql_lineage
-from atlas_bridge.spark import install, uninstall
+from atlas_bridge.model import merge_lineage
+from atlas_bridge.spark import eventlog, install, uninstall
 
 NS = "conv"
 STATEMENTS = Path(__file__).parent / "data" / "conventions" / "spark.sql"
@@ -101,6 +102,21 @@ def hook_edges(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> Edges:
 
 
 @pytest.fixture(scope="module")
+def event_log_edges(spark: Any, hook_edges: Edges) -> Edges:
+    """What the event-log reader makes of the same statements, from the session's own (open) event log."""
+    folder = Path(spark.sparkContext.getConf().get("spark.eventLog.dir").removeprefix("file:"))
+    logs = sorted(folder.iterdir())
+    assert len(logs) == 1, logs
+    parts = []
+    for run in eventlog.read_executions(logs[0]):
+        lineage, _runs, _problems = eventlog.run_lineage(run, source=logs[0].name)
+        if any(d.name.startswith("cv_") for d in lineage.datasets if d.kind.is_permanent):
+            parts.append(lineage)
+    assert parts, f"no statement of {STATEMENTS.name} in the event log {logs[0]}"
+    return column_edges(as_dict(b) for b in to_atlas_batches(merge_lineage(parts), namespace=NS))
+
+
+@pytest.fixture(scope="module")
 def sql_edges() -> Edges:
     result = extract_sql_lineage(STATEMENTS.read_text(), dialect="spark", default_db="default", schema=SCHEMA)
     assert result.ok, result.problems
@@ -109,9 +125,17 @@ def sql_edges() -> Edges:
 
 @pytest.mark.parametrize("table", _targets())
 def test_hook_and_sql_extractor_agree(table: str, hook_edges: Edges, sql_edges: Edges) -> None:
-    def of(edges: Edges) -> Edges:
-        return {k: v for k, v in edges.items() if k[0].startswith(f"default.{table}.")}
-
-    hook, sql = of(hook_edges), of(sql_edges)
+    hook, sql = _of(hook_edges, table), _of(sql_edges, table)
     assert hook, f"the hook sent no column lineage for {table}"
     assert hook == sql
+
+
+@pytest.mark.parametrize("table", _targets())
+def test_event_log_and_hook_agree(table: str, hook_edges: Edges, event_log_edges: Edges) -> None:
+    hook, logged = _of(hook_edges, table), _of(event_log_edges, table)
+    assert hook, f"the hook sent no column lineage for {table}"
+    assert logged == hook
+
+
+def _of(edges: Edges, table: str) -> Edges:
+    return {k: v for k, v in edges.items() if k[0].startswith(f"default.{table}.")}
