@@ -374,10 +374,13 @@ def small_objects_xml(objects: int, every: int = 10) -> str:
             f'<column id="c{i}" name="col_a"/></table>\n'
         )
         if i % (2 * every) == 1:
-            out.append(f'<process id="p{i}" name="Query Insert-{i}" type="sstinsert" queryHashId="{i:032x}"/>\n')
+            out.append(
+                f'<process id="p{i}" name="Query Insert-{i}" type="sstinsert" queryHashId="{i:032x}"/>\n'
+            )
             rels.append(
                 f'<relationship id="r{i}" type="fdd" processId="p{i}"><target id="c{i}" column="col_a" '
-                f'parent_id="t{i}"/><source id="c{i - 1}" column="col_a" parent_id="t{i - 1}"/></relationship>\n'
+                f'parent_id="t{i}"/><source id="c{i - 1}" column="col_a" parent_id="t{i - 1}"/>'
+                "</relationship>\n"
             )
     return "".join(out) + "".join(rels) + "</dlineage>\n"
 
@@ -394,8 +397,9 @@ def bench_objects(objects: int, tmp: Path) -> bool:
     good = per_byte <= SQLFLOW_BYTES_PER_INPUT_BYTE["xml"] and per_mb <= SQLFLOW_S_PER_MB
     print(
         f"  xml  {size / 1e6:6.1f} MB: {r['s']:6.1f} s wall, {r['cpu_s']:.1f} s CPU ({per_mb:.2f} CPU s/MB, "
-        f"budget {SQLFLOW_S_PER_MB}); peak RSS {r['peak_kb'] / 1024:7.0f} MB (start {r['start_kb'] / 1024:.0f} "
-        f"MB) = {per_byte:5.1f} B per input byte (budget {SQLFLOW_BYTES_PER_INPUT_BYTE['xml']}); "
+        f"budget {SQLFLOW_S_PER_MB}); peak RSS {r['peak_kb'] / 1024:7.0f} MB "
+        f"(start {r['start_kb'] / 1024:.0f} MB) = {per_byte:5.1f} B per input byte "
+        f"(budget {SQLFLOW_BYTES_PER_INPUT_BYTE['xml']}); "
         f"{r['pieces']} piece(s), {r['statements']} statements, {r['relations']} relations  "
         f"{'ok' if good else 'OVER BUDGET'}"
     )
