@@ -267,6 +267,8 @@ class _RawObject:
     columns: list[_RawColumn] = field(default_factory=list)
     ext: dict[str, str] = field(default_factory=dict)
     declared: bool = True
+    position: int = 0
+    """Its place in the document (the builder's)."""
 
 
 @dataclass(slots=True)
@@ -1403,15 +1405,16 @@ class _Builder:
         self.process_spans: dict[str, tuple[_RawSpan, ...]] = {}
         self.process_types: dict[str, str] = {}
         self._taken: dict[str, int] = {}  # model process id -> times made (a repeated queryHashId)
-        self._position: dict[str, int] = {}  # raw object id -> its place in the document
         self._starts: dict[str, list[tuple[tuple[int, int], _RawSpan, str]]] | None = None
         self._start_keys: dict[str, list[tuple[int, int]]] = {}
         self.upstream: dict[str, set[str]] = defaultdict(set)  # raw object id -> processes writing into it
         self.dataset_ids: dict[str, str] = {}  # raw object id -> model id
         self.kinds: dict[str, DatasetKind] = {}
         self.columns: dict[str, dict[str, _LightColumn]] = defaultdict(dict)  # dataset id -> name -> column
-        self.column_by_id: dict[tuple[str, str], str] = {}  # (raw object id, raw column id) -> column name
-        self.global_columns: dict[str, tuple[str, str]] = {}  # raw column id -> (raw object id, name)
+        # raw column id -> (raw object id, name) of its first declaration; (raw object id, raw column id) ->
+        # column name where that differs (a column id reused, a column renamed): most columns are in one map.
+        self.global_columns: dict[str, tuple[str, str]] = {}
+        self.column_by_id: dict[tuple[str, str], str] = {}
         # model id -> Dataset kwargs without columns, None values left out, spans as _SpanKey s
         self.datasets: dict[str, dict[str, Any]] = {}
         self.relations: list[Relation] = []
@@ -1556,8 +1559,8 @@ class _Builder:
             if obj.id in self.objects:
                 self.warn(f"object id {obj.id!r} declared twice; the first declaration is used")
                 continue
+            obj.position = len(self.objects)
             self.objects[obj.id] = obj
-            self._position[obj.id] = len(self._position)
         # Objects relations name but the document does not declare (fragments copied out of docs).
         for rel_id, parent_id, parent_name, parent_alias, function, v2 in self._survey_objects:
             if parent_id in self.objects or parent_id in self.process_ids:
@@ -1569,8 +1572,9 @@ class _Builder:
                 tag, attrs["type"] = "resultset", "function"  # the function node a value passes through
             if parent_alias:
                 attrs["alias"] = parent_alias
-            self.objects[parent_id] = _RawObject(id=parent_id, tag=tag, attrs=attrs, spans=(), declared=False)
-            self._position[parent_id] = len(self._position)
+            self.objects[parent_id] = _RawObject(
+                id=parent_id, tag=tag, attrs=attrs, spans=(), declared=False, position=len(self.objects)
+            )
             if not v2:
                 self.warn(
                     f"relation {rel_id!r} names object {parent_id!r} ({name}) that the document does "
@@ -1687,7 +1691,8 @@ class _Builder:
 
     def _order(self, oid: str) -> tuple[int, str]:
         """Document order of objects (the union-find's roots are the first of their statement)."""
-        return (self._position.get(oid, 0), oid)
+        obj = self.objects.get(oid)
+        return (obj.position if obj is not None else 0, oid)
 
     def _kind(self, obj: _RawObject) -> DatasetKind:
         kind = _KINDS.get(obj.tag)
@@ -1927,8 +1932,10 @@ class _Builder:
             old.data_type = old.data_type or data_type or None
             old.expression = old.expression or ext.get("expression")
         if col_id:
-            self.column_by_id[(oid, col_id)] = name
-            self.global_columns.setdefault(col_id, (oid, name))
+            first = self.global_columns.setdefault(col_id, (oid, name))
+            key = (oid, col_id)
+            if first != (oid, name) or key in self.column_by_id:
+                self.column_by_id[key] = name
         return name
 
     # -- relations -------------------------------------------------------------------------------------
@@ -1941,7 +1948,7 @@ class _Builder:
                 end.spans[0] if end.spans else None,
             )
             return None
-        name = self.column_by_id.get((oid, end.id)) if end.id else None
+        name = self.column_by_id.get((oid, end.id)) if end.id and self.column_by_id else None
         if (
             name is None
             and end.id
