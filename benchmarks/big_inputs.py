@@ -297,6 +297,7 @@ def _child(code: str, *args: str, timeout: float = 3600) -> dict[str, Any]:
         timeout=timeout,
         check=False,
         env=env,
+        cwd=os.environ.get("BENCH_CODE") or ROOT,  # python -c puts its folder first on sys.path
     )
     if out.returncode != 0:
         raise SystemExit(f"child failed ({out.returncode}):\n{out.stderr[-3000:]}")
