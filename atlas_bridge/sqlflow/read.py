@@ -55,6 +55,7 @@ import hashlib
 import json
 import logging
 import re
+import sys
 from collections import defaultdict
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -178,6 +179,9 @@ _RESULTSET_NAME = re.compile(
     re.IGNORECASE,
 )
 
+_NO_ATTRS: dict[str, str] = {}
+"""The attributes of an object once the model holds it (shared: never written to)."""
+
 _DOUBLED_QUOTES = re.compile(r'=""([^"<>&\n]*)""')
 _COORD_POINT = re.compile(r"\[\s*(-?\d+)\s*,\s*(-?\d+)\s*(?:,([^\],\[]*))?\]")  # linear: no lazy part
 
@@ -186,7 +190,7 @@ _COORD_POINT = re.compile(r"\[\s*(-?\d+)\s*,\s*(-?\d+)\s*(?:,([^\],\[]*))?\]")  
 # Raw document: what the XML and JSON readers produce, before ids are resolved.
 
 
-@dataclass
+@dataclass(slots=True)
 class _RawSpan:
     line: int
     column: int
@@ -196,6 +200,9 @@ class _RawSpan:
 
     def span(self) -> Span:
         return Span(line=self.line, column=self.column, end_line=self.end_line, end_column=self.end_column)
+
+    def key(self) -> _SpanKey:
+        return (self.line, self.column, self.end_line, self.end_column)
 
     def encloses(self, other: _RawSpan) -> bool:
         if self.file_hash != other.file_hash:
@@ -209,61 +216,94 @@ class _RawSpan:
         )
 
 
-@dataclass
+_SpanKey = tuple[int, int, int, int]
+"""A span as (line, column, end line, end column): what the builder keeps until it makes the model's
+:class:`~atlas_bridge.model.Span` (a tenth of its size)."""
+
+
+def _spans(keys: tuple[_SpanKey, ...]) -> tuple[Span, ...]:
+    return tuple(Span(line=a, column=b, end_line=c, end_column=d) for a, b, c, d in keys)
+
+
+@dataclass(slots=True)
+class _LightColumn:
+    """A column as the builder gathers it (merged over declarations and relation ends), made into a
+    :class:`~atlas_bridge.model.Column` only when a piece holds its dataset: a big export's model is never
+    all in memory at once."""
+
+    name: str
+    system: bool
+    data_type: str | None
+    expression: str | None
+    spans: tuple[_SpanKey, ...]
+
+    def column(self) -> Column:
+        return Column(
+            name=self.name,
+            system=self.system,
+            data_type=self.data_type,
+            expression=self.expression,
+            spans=_spans(self.spans),
+        )
+
+
+@dataclass(slots=True)
 class _RawColumn:
     id: str
     name: str
-    spans: list[_RawSpan]
+    spans: tuple[_RawSpan, ...]
     system: bool = False
     data_type: str | None = None
     ext: dict[str, str] = field(default_factory=dict)
 
 
-@dataclass
+@dataclass(slots=True)
 class _RawObject:
     id: str
     tag: str
     """Element name (XML) or dbobj ``type`` (JSON), lower case."""
     attrs: dict[str, str]
-    spans: list[_RawSpan]
+    spans: tuple[_RawSpan, ...]
     columns: list[_RawColumn] = field(default_factory=list)
     ext: dict[str, str] = field(default_factory=dict)
     declared: bool = True
+    position: int = 0
+    """Its place in the document (the builder's)."""
 
 
-@dataclass
+@dataclass(slots=True)
 class _RawProcess:
     id: str
     attrs: dict[str, str]
-    spans: list[_RawSpan]
+    spans: tuple[_RawSpan, ...]
     ext: dict[str, str] = field(default_factory=dict)
 
 
-@dataclass
+@dataclass(slots=True)
 class _RawArgument:
     name: str
     data_type: str | None
     mode: str | None
-    spans: list[_RawSpan]
+    spans: tuple[_RawSpan, ...]
 
 
-@dataclass
+@dataclass(slots=True)
 class _RawProcedure:
     id: str
     attrs: dict[str, str]
-    spans: list[_RawSpan]
+    spans: tuple[_RawSpan, ...]
     arguments: list[_RawArgument] = field(default_factory=list)
     ext: dict[str, str] = field(default_factory=dict)
 
 
-@dataclass
+@dataclass(slots=True)
 class _RawEnd:
     id: str | None
     column: str | None
     parent_id: str | None
     parent_name: str | None
     parent_alias: str | None
-    spans: list[_RawSpan]
+    spans: tuple[_RawSpan, ...]
     system: bool = False
     clause_type: str | None = None
     object_id: str | None = None
@@ -272,7 +312,7 @@ class _RawEnd:
     function: str | None = None
 
 
-@dataclass
+@dataclass(slots=True)
 class _RawRelation:
     id: str
     type: str
@@ -282,14 +322,14 @@ class _RawRelation:
     ext: dict[str, str] = field(default_factory=dict)
 
 
-@dataclass
+@dataclass(slots=True)
 class _RawError:
     message: str
     type: str | None
-    spans: list[_RawSpan]
+    spans: tuple[_RawSpan, ...]
 
 
-@dataclass
+@dataclass(slots=True)
 class _RawDoc:
     objects: list[_RawObject] = field(default_factory=list)
     processes: list[_RawProcess] = field(default_factory=list)
@@ -594,7 +634,7 @@ def _xml_attrs(el: Element) -> tuple[dict[str, str], dict[str, str]]:
             ext[key[len(prefix) :]] = value
         else:
             attrs[_local(key)] = value
-    return attrs, ext
+    return attrs, ext or _NO_ATTRS  # most elements have none: one shared empty dict (memory)
 
 
 def _read_xml_element(el: Element, doc: _RawDoc) -> None:
@@ -606,6 +646,7 @@ def _read_xml_element(el: Element, doc: _RawDoc) -> None:
         obj_tag = low
         if low == "table" and attrs.get("type", "").lower() in ("pseudotable", "constanttable"):
             obj_tag = attrs["type"].lower()
+        attrs.pop("coordinate", None)  # in spans now (an object's coordinate string is kept by nothing)
         obj = _RawObject(id=attrs.get("id", ""), tag=obj_tag, attrs=attrs, spans=spans, ext=ext)
         for col in el:
             if _local(col.tag).lower() == "column":
@@ -660,7 +701,7 @@ def _xml_column(el: Element) -> _RawColumn:
     attrs, ext = _xml_attrs(el)
     return _RawColumn(
         id=attrs.get("id", ""),
-        name=attrs.get("name", ""),
+        name=sys.intern(attrs.get("name", "")),  # the same few names in many tables: one string each
         spans=_parse_coordinates(attrs.get("coordinate")),
         system=attrs.get("source", "").lower() == "system",
         data_type=attrs.get("dataType") or attrs.get("datatype"),
@@ -715,7 +756,7 @@ def _xml_end(el: Element, attrs: dict[str, str], object_key: str) -> _RawEnd:
     )
 
 
-def _parse_coordinates(value: Any) -> list[_RawSpan]:
+def _parse_coordinates(value: Any) -> tuple[_RawSpan, ...]:
     """``"[l,c,h],[l,c,h]"`` (or two-part ``[l,c]``) strings and JSON ``[{x, y, hashCode}]`` lists."""
     points: list[tuple[int, int, str]] = []
     if isinstance(value, str):
@@ -728,6 +769,8 @@ def _parse_coordinates(value: Any) -> list[_RawSpan]:
                     points.append((int(p["x"]), int(p["y"]), str(p.get("hashCode", "0"))))
                 except (TypeError, ValueError):
                     continue
+    if not points:
+        return ()
     spans: list[_RawSpan] = []
     for i in range(0, len(points), 2):
         start = points[i]
@@ -735,7 +778,7 @@ def _parse_coordinates(value: Any) -> list[_RawSpan]:
         if min(start[0], start[1], end[0], end[1]) < 1:
             continue  # [-1,-1] = no position
         spans.append(_RawSpan(start[0], start[1], end[0], end[1], start[2]))
-    return spans
+    return tuple(spans)
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -856,7 +899,7 @@ def _parse_json_model(top: Any, file: str | None) -> _RawDoc:
         and isinstance(top.get("error"), str)
         and top["error"]
     ):
-        doc.errors.append(_RawError(message=top["error"], type=None, spans=[]))
+        doc.errors.append(_RawError(message=top["error"], type=None, spans=()))
     return doc
 
 
@@ -934,7 +977,7 @@ def _parse_v2(top: Any) -> _RawDoc:
         qn = _str(obj.get("qualifiedName")) or name
         tag = _v2_object_tag(name, qn, temporary)
         attrs = {"name": name} if tag != "table" else {"name": _v2_table_name(qn, name)}
-        raw = _RawObject(id=_str(obj.get("id")) or qn, tag=tag, attrs=attrs, spans=[])
+        raw = _RawObject(id=_str(obj.get("id")) or qn, tag=tag, attrs=attrs, spans=())
         doc.objects.append(raw)
         by_qn[qn.lower()] = raw
         by_id[raw.id] = (raw, None)
@@ -946,13 +989,13 @@ def _parse_v2(top: Any) -> _RawDoc:
         if parent is None:
             tag = _v2_object_tag(name, parent_qn, True)
             parent_name = name if tag == "variable" else parent_qn.rpartition(".")[2] or name
-            parent = _RawObject(id=f"v2:{parent_qn}", tag=tag, attrs={"name": parent_name}, spans=[])
+            parent = _RawObject(id=f"v2:{parent_qn}", tag=tag, attrs={"name": parent_name}, spans=())
             if tag == "variable":
                 parent.attrs["subType"] = "scalar"
             doc.objects.append(parent)
             by_qn[parent_qn.lower()] = parent
         cid = _str(col_obj.get("id")) or qn
-        parent.columns.append(_RawColumn(id=cid, name=name, spans=[]))
+        parent.columns.append(_RawColumn(id=cid, name=name, spans=()))
         by_id[cid] = (parent, name)
 
     def endpoint(ref: str) -> tuple[_RawObject, str, str]:
@@ -969,13 +1012,13 @@ def _parse_v2(top: Any) -> _RawDoc:
             known = by_qn.get(table.lower())
             if known is None:
                 tag = "resultset" if _RESULTSET_NAME.match(unquote(table)) else "table"
-                known = _RawObject(id=f"v2:{table}", tag=tag, attrs={"name": table}, spans=[])
+                known = _RawObject(id=f"v2:{table}", tag=tag, attrs={"name": table}, spans=())
                 doc.objects.append(known)
                 by_qn[table.lower()] = known
             obj = known
         col_id = f"{obj.id}.{col}"
         if not any(c.id == col_id for c in obj.columns):
-            obj.columns.append(_RawColumn(id=col_id, name=col, spans=[], system=col == PSEUDO_ROWS))
+            obj.columns.append(_RawColumn(id=col_id, name=col, spans=(), system=col == PSEUDO_ROWS))
         return obj, col, col_id
 
     for i, edge in enumerate(edges, start=1):
@@ -1013,7 +1056,7 @@ def _parse_v2(top: Any) -> _RawDoc:
                         parent_id=tgt_obj.id,
                         parent_name=tgt_obj.attrs.get("name"),
                         parent_alias=None,
-                        spans=[],
+                        spans=(),
                     ),
                     sources=[
                         _RawEnd(
@@ -1078,7 +1121,7 @@ def _json_scalars(obj: dict[str, Any]) -> dict[str, str]:
     return {k: s for k, v in obj.items() if not isinstance(v, (dict, list)) and (s := _str(v)) is not None}
 
 
-def _json_spans(obj: dict[str, Any]) -> list[_RawSpan]:
+def _json_spans(obj: dict[str, Any]) -> tuple[_RawSpan, ...]:
     return _parse_coordinates(obj.get("coordinates", obj.get("coordinate")))
 
 
@@ -1359,19 +1402,21 @@ class _Builder:
         self.problems: list[Problem] = []
         self.objects: dict[str, _RawObject] = {}
         self.process_ids: dict[str, str] = {}  # raw id -> model id
-        self.process_spans: dict[str, list[_RawSpan]] = {}
+        self.process_spans: dict[str, tuple[_RawSpan, ...]] = {}
         self.process_types: dict[str, str] = {}
         self._taken: dict[str, int] = {}  # model process id -> times made (a repeated queryHashId)
-        self._position: dict[str, int] = {}  # raw object id -> its place in the document
         self._starts: dict[str, list[tuple[tuple[int, int], _RawSpan, str]]] | None = None
         self._start_keys: dict[str, list[tuple[int, int]]] = {}
         self.upstream: dict[str, set[str]] = defaultdict(set)  # raw object id -> processes writing into it
         self.dataset_ids: dict[str, str] = {}  # raw object id -> model id
         self.kinds: dict[str, DatasetKind] = {}
-        self.columns: dict[str, dict[str, Column]] = defaultdict(dict)  # model dataset id -> name -> column
-        self.column_by_id: dict[tuple[str, str], str] = {}  # (raw object id, raw column id) -> column name
-        self.global_columns: dict[str, tuple[str, str]] = {}  # raw column id -> (raw object id, name)
-        self.datasets: dict[str, dict[str, Any]] = {}  # model id -> Dataset kwargs (without columns)
+        self.columns: dict[str, dict[str, _LightColumn]] = defaultdict(dict)  # dataset id -> name -> column
+        # raw column id -> (raw object id, name) of its first declaration; (raw object id, raw column id) ->
+        # column name where that differs (a column id reused, a column renamed): most columns are in one map.
+        self.global_columns: dict[str, tuple[str, str]] = {}
+        self.column_by_id: dict[tuple[str, str], str] = {}
+        # model id -> Dataset kwargs without columns, None values left out, spans as _SpanKey s
+        self.datasets: dict[str, dict[str, Any]] = {}
         self.relations: list[Relation] = []
         self._keys: list[str | None] = []  # per column-level relation: its group's key (chunked reading)
         self._parent: dict[str, str] = {}  # union-find of group tokens
@@ -1411,7 +1456,7 @@ class _Builder:
             ptype = normalise_process_type(process_type or "unknown")
             pname = "Query " + ptype.replace("_", " ").title() if ptype != "unknown" else raw_pid
             attrs = {"id": raw_pid, "name": pname, "type": ptype}
-            self.doc.processes.append(_RawProcess(id=raw_pid, attrs=attrs, spans=[], ext={}))
+            self.doc.processes.append(_RawProcess(id=raw_pid, attrs=attrs, spans=(), ext={}))
             if not v2:
                 self.warn(
                     f"relation {rel_id!r} names process {raw_pid!r} that the document does not declare; "
@@ -1514,8 +1559,8 @@ class _Builder:
             if obj.id in self.objects:
                 self.warn(f"object id {obj.id!r} declared twice; the first declaration is used")
                 continue
+            obj.position = len(self.objects)
             self.objects[obj.id] = obj
-            self._position[obj.id] = len(self._position)
         # Objects relations name but the document does not declare (fragments copied out of docs).
         for rel_id, parent_id, parent_name, parent_alias, function, v2 in self._survey_objects:
             if parent_id in self.objects or parent_id in self.process_ids:
@@ -1527,8 +1572,9 @@ class _Builder:
                 tag, attrs["type"] = "resultset", "function"  # the function node a value passes through
             if parent_alias:
                 attrs["alias"] = parent_alias
-            self.objects[parent_id] = _RawObject(id=parent_id, tag=tag, attrs=attrs, spans=[], declared=False)
-            self._position[parent_id] = len(self._position)
+            self.objects[parent_id] = _RawObject(
+                id=parent_id, tag=tag, attrs=attrs, spans=(), declared=False, position=len(self.objects)
+            )
             if not v2:
                 self.warn(
                     f"relation {rel_id!r} names object {parent_id!r} ({name}) that the document does "
@@ -1608,7 +1654,7 @@ class _Builder:
                 raw_id = f"derived-{len(raw_by_statement) + 1}"
                 while raw_id in self.process_ids:
                     raw_id += "'"
-                raw = _RawProcess(id=raw_id, attrs={"name": name, "type": ptype}, spans=[])
+                raw = _RawProcess(id=raw_id, attrs={"name": name, "type": ptype}, spans=())
                 raw_by_statement[statement] = raw
                 if local is not None:
                     self._derived_scope[statement[1]] = raw.id
@@ -1636,7 +1682,7 @@ class _Builder:
         raws = list(raw_by_statement.values())
         for raw in raws:
             if raw.id in hull:
-                raw.spans = [hull[raw.id]]
+                raw.spans = (hull[raw.id],)
         self.warn(
             f"{len(raws)} statement(s) have relations but no process object: their processes are derived "
             "from the relations (one per statement, its kind from effectType; no SQL text)"
@@ -1645,7 +1691,8 @@ class _Builder:
 
     def _order(self, oid: str) -> tuple[int, str]:
         """Document order of objects (the union-find's roots are the first of their statement)."""
-        return (self._position.get(oid, 0), oid)
+        obj = self.objects.get(oid)
+        return (obj.position if obj is not None else 0, oid)
 
     def _kind(self, obj: _RawObject) -> DatasetKind:
         kind = _KINDS.get(obj.tag)
@@ -1811,31 +1858,46 @@ class _Builder:
                 else:
                     self.warn(f"object {oid!r} ({raw_name}) names unknown process {token!r} in processIds")
             self.dataset_ids[oid] = ds_id
-            kwargs: dict[str, Any] = {
-                "id": ds_id,
-                "kind": kind,
-                "name": name,
+            optional = {
                 "db": db,
                 "catalog": catalog,
                 "sub_type": sub_type or None,
                 "uri": uri,
                 "alias": obj.attrs.get("alias") or None,
                 "file_format": obj.attrs.get("fileFormat") or None,
-                "process_ids": tuple(process_ids),
-                "spans": tuple(s.span() for s in obj.spans),
             }
+            kwargs: dict[str, Any] = {"id": ds_id, "kind": kind, "name": name}
+            kwargs.update((k, v) for k, v in optional.items() if v is not None)
+            if process_ids:
+                kwargs["process_ids"] = tuple(process_ids)
+            if obj.spans:
+                kwargs["spans"] = tuple(s.key() for s in obj.spans)
             old = self.datasets.get(ds_id)
             if old is not None:
-                kwargs["process_ids"] = old["process_ids"] + kwargs["process_ids"]
-                kwargs["spans"] = old["spans"] + kwargs["spans"]
-                for key in ("db", "catalog", "sub_type", "uri", "alias", "file_format"):
-                    kwargs[key] = old[key] if old[key] is not None else kwargs[key]
+                for key in ("process_ids", "spans"):
+                    if key in old or key in kwargs:
+                        kwargs[key] = old.get(key, ()) + kwargs.get(key, ())
+                for key in optional:
+                    if old.get(key) is not None:
+                        kwargs[key] = old[key]
                 kwargs["kind"] = old["kind"]
             self.datasets[ds_id] = kwargs
             for col in obj.columns:
                 self._add_column(oid, col.id, col.name, col.system, col.spans, col.data_type, col.ext)
-            obj.columns, obj.spans = [], []  # in the model now: the raw ones are let go (memory)
+            # What the relations still need of the object is its writers: the rest is let go (memory).
+            obj.columns, obj.spans = [], ()
+            writers = obj.attrs.get("processIds")
+            obj.attrs = {"processIds": writers} if writers else _NO_ATTRS
+            obj.ext = _NO_ATTRS
         self.doc.objects = []
+
+    def dataset(self, ds_id: str) -> Dataset:
+        """The model's dataset, made from what the builder gathered (see :class:`_LightColumn`)."""
+        kwargs = dict(self.datasets[ds_id])
+        if "spans" in kwargs:
+            kwargs["spans"] = _spans(kwargs["spans"])
+        columns = tuple(c.column() for c in self.columns.get(ds_id, {}).values())
+        return Dataset(**kwargs, columns=columns)
 
     def _column_name(self, oid: str, raw_name: str, system: bool) -> tuple[str, bool]:
         if is_pseudo_rows(raw_name):
@@ -1850,7 +1912,7 @@ class _Builder:
         col_id: str | None,
         raw_name: str,
         system: bool,
-        spans: list[_RawSpan],
+        spans: tuple[_RawSpan, ...],
         data_type: str | None,
         ext: dict[str, str],
     ) -> str:
@@ -1860,28 +1922,20 @@ class _Builder:
             name, system = self._column_name(oid, raw_name, system)
         ds_id = self.dataset_ids[oid]
         cols = self.columns[ds_id]
-        col = Column(
-            name=name,
-            system=system,
-            data_type=data_type or None,
-            expression=ext.get("expression"),
-            spans=tuple(s.span() for s in spans),
-        )
+        keys = tuple(s.key() for s in spans)
         old = cols.get(name)
         if old is None:
-            cols[name] = col
+            cols[name] = _LightColumn(name, system, data_type or None, ext.get("expression"), keys)
         else:
-            cols[name] = old.model_copy(
-                update={
-                    "spans": old.spans + col.spans,
-                    "system": old.system or col.system,
-                    "data_type": old.data_type or col.data_type,
-                    "expression": old.expression or col.expression,
-                }
-            )
+            old.spans += keys
+            old.system = old.system or system
+            old.data_type = old.data_type or data_type or None
+            old.expression = old.expression or ext.get("expression")
         if col_id:
-            self.column_by_id[(oid, col_id)] = name
-            self.global_columns.setdefault(col_id, (oid, name))
+            first = self.global_columns.setdefault(col_id, (oid, name))
+            key = (oid, col_id)
+            if first != (oid, name) or key in self.column_by_id:
+                self.column_by_id[key] = name
         return name
 
     # -- relations -------------------------------------------------------------------------------------
@@ -1894,7 +1948,7 @@ class _Builder:
                 end.spans[0] if end.spans else None,
             )
             return None
-        name = self.column_by_id.get((oid, end.id)) if end.id else None
+        name = self.column_by_id.get((oid, end.id)) if end.id and self.column_by_id else None
         if (
             name is None
             and end.id
@@ -1910,7 +1964,7 @@ class _Builder:
                     f"{oid!r}; added",
                     end.spans[0] if end.spans else None,
                 )
-            name = self._add_column(oid, end.id, raw_name, end.system, [], None, {})
+            name = self._add_column(oid, end.id, raw_name, end.system, (), None, {})
         return ColumnRef(dataset_id=self.dataset_ids[oid], column=name)
 
     def _column_relations(self, *, table_level: bool = True) -> Iterator[dict[str, Any]]:
@@ -2055,8 +2109,8 @@ class _Builder:
             self._pseudo_edge(sid, tid, rtype, None)
 
     def _pseudo_edge(self, sid: str, tid: str, rtype: RelationType, process_id: str | None) -> None:
-        source = self._add_column(sid, None, PSEUDO_ROWS, True, [], None, {})
-        target = self._add_column(tid, None, PSEUDO_ROWS, True, [], None, {})
+        source = self._add_column(sid, None, PSEUDO_ROWS, True, (), None, {})
+        target = self._add_column(tid, None, PSEUDO_ROWS, True, (), None, {})
         self.relations.append(
             Relation(
                 type=rtype,
@@ -2111,10 +2165,9 @@ class _Builder:
             self._quiet = False
         self._chunked = chunked and not self.relations
         self.errors()
-        datasets = [
-            Dataset(**kwargs, columns=tuple(self.columns.get(ds_id, {}).values()))
-            for ds_id, kwargs in self.datasets.items()
-        ]
+        self.doc.processes, self.doc.procedures = [], []  # in the model now
+        # Chunked, the datasets are made piece by piece (:meth:`pieces`): never all of them at once.
+        datasets = [] if self._chunked else [self.dataset(ds_id) for ds_id in self.datasets]
         try:
             lineage = Lineage(
                 datasets=tuple(datasets),
@@ -2126,11 +2179,12 @@ class _Builder:
             msg = f"SQLFlow document does not form a consistent lineage: {e}"
             raise ExtractionError(msg, file=self.file) from e
         self.relations = []
-        self.datasets = {}  # in the lineage now
+        if not self._chunked:
+            self.datasets, self.columns = {}, defaultdict(dict)  # in the lineage now
         logger.debug(
             "read SQLFlow %s: %d datasets, %d processes, %d relations, %d problems",
             self.file or "<input>",
-            len(lineage.datasets),
+            len(self.datasets) if self._chunked else len(lineage.datasets),
             len(lineage.processes),
             len(lineage.relations) if not self._chunked else len(self._keys),
             len(self.problems),
@@ -2169,7 +2223,6 @@ class _Builder:
         if not self._chunked or chunk_relations is None:
             yield ExtractionResult(lineage=final, problems=problems)
             return
-        datasets = {d.id: d for d in final.datasets}
         processes = {p.id: p for p in final.processes}
         keys = self._keys
         last: dict[str, int] = {}
@@ -2190,16 +2243,19 @@ class _Builder:
                 if last[root] == i:
                     piece.extend(waiting.pop(root))
             if len(piece) >= chunk_relations:
-                yield _piece(piece, datasets, processes)
+                yield _piece(piece, self.dataset, processes)
                 piece = []
         self._quiet = False
         if piece:
-            yield _piece(piece, datasets, processes)
-        del piece, waiting, datasets
+            yield _piece(piece, self.dataset, processes)
+        del piece, waiting
         # The datasets too, about as many columns at a time: their entity records are the rest of the bulk.
         batch: list[Dataset] = []
         weight = 0
-        for ds in final.datasets:
+        for ds_id in sorted(self.datasets):
+            ds = self.dataset(ds_id)
+            del self.datasets[ds_id]  # no piece names it any more
+            self.columns.pop(ds_id, None)
             batch.append(ds)
             weight += 1 + len(ds.columns)
             if weight >= chunk_relations:
@@ -2232,13 +2288,13 @@ def _root(parent: dict[str, str], item: str | None) -> str:
 
 
 def _piece(
-    relations: list[Relation], datasets: dict[str, Dataset], processes: dict[str, Process]
+    relations: list[Relation], dataset: Callable[[str], Dataset], processes: dict[str, Process]
 ) -> ExtractionResult:
     ds_ids = {r.source.dataset_id for r in relations} | {r.target.dataset_id for r in relations}
     proc_ids = {r.process_id for r in relations if r.process_id}
     return ExtractionResult(
         lineage=Lineage(
-            datasets=tuple(datasets[i] for i in sorted(ds_ids)),
+            datasets=tuple(dataset(i) for i in sorted(ds_ids)),
             processes=tuple(processes[i] for i in sorted(proc_ids)),
             relations=tuple(relations),
         )
