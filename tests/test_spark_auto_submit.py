@@ -73,6 +73,14 @@ def _submit(spark_home: Path, args: list[str], env: dict[str, str], cwd: Path, w
     return proc.stdout
 
 
+def _job_line(stdout: str) -> Any:
+    """The job's JSON line. spark-submit's Python runner merges the driver's stderr into its stdout, so the
+    hook's one note of where the lineage went (on stderr) may come after it."""
+    lines = [line for line in stdout.splitlines() if line.startswith("{")]
+    assert lines, stdout[-2000:]
+    return json.loads(lines[-1])
+
+
 def _upstream(out: Path, type_name: str, qn: str) -> set[str]:
     """Everything upstream of one dataset, after pushing ``out`` into a fresh Atlas stub."""
     with AtlasStub() as stub:
@@ -121,7 +129,7 @@ def test_conf_switch_and_explicit_install_register_one_listener(spark_home: Path
         _env(spark_home, out),
         tmp_path,
     )
-    assert json.loads(stdout.strip().splitlines()[-1]) == {"listeners": 1, "armed": "conf"}
+    assert _job_line(stdout) == {"listeners": 1, "armed": "conf"}
     twice = f"{work / 'twice'}@{NS}"
     assert _upstream(out, "atlas_bridge_path", twice) == {twice}  # spark.range: no input dataset
     assert len(list(out.glob("*-entities.json"))) == 1
@@ -131,6 +139,6 @@ def test_switch_off_registers_nothing(spark_home: Path, tmp_path: Path) -> None:
     """Nothing set: the driver watches for the conf switch, which is absent: no listener, no output."""
     out, work = tmp_path / "out", tmp_path / "work"
     stdout = _submit(spark_home, [str(LISTENERS_JOB), str(work)], _env(spark_home, out), tmp_path)
-    assert json.loads(stdout.strip().splitlines()[-1]) == {"listeners": 0, "armed": "conf"}
+    assert _job_line(stdout) == {"listeners": 0, "armed": "conf"}
     assert (work / "twice").is_dir()
     assert not out.exists()
