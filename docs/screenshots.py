@@ -10,7 +10,6 @@ Lineage tab of a table and of a column in headless chromium, and saves them as P
 from __future__ import annotations
 
 import argparse
-import shutil
 import sys
 import tempfile
 import time
@@ -62,6 +61,7 @@ def main(argv: list[str] | None = None) -> int:
 
     import ui_labels
     from atlas_stub.http import FaultServer
+    from atlas_stub.ui import copy_webapp
     from selenium.webdriver.common.by import By
 
     from atlas_bridge.atlas.client import AtlasClient
@@ -71,8 +71,7 @@ def main(argv: list[str] | None = None) -> int:
 
     args.out.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="atlas-ui-") as tmp:
-        webapp = Path(tmp) / "webapp"
-        shutil.copytree(args.webapp, webapp)
+        webapp = copy_webapp(args.webapp, Path(tmp) / "webapp")
         install_icons(webapp)
         with FaultServer(webapp=webapp) as srv:
             client = AtlasClient(srv.url, retries=0, backoff=0)

@@ -12,7 +12,6 @@ must list a table's columns in their order, with their types.
 from __future__ import annotations
 
 import json
-import shutil
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -21,7 +20,7 @@ import pytest
 import requests
 import sqlglot
 from atlas_stub.http import FaultServer
-from atlas_stub.ui import label_collisions, ui_label
+from atlas_stub.ui import copy_webapp, label_collisions, ui_label
 from click.testing import CliRunner
 from sqlglot import exp
 
@@ -47,8 +46,7 @@ def webapp(shared_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     source = shared_dir / "atlas-ui" / "webapp"
     if not (source / "index.html").is_file():
         pytest.skip(f"Atlas's built web UI is not at {source} (shared/atlas-ui beside the checkout)")
-    copy = tmp_path_factory.mktemp("atlas-ui") / "webapp"
-    shutil.copytree(source, copy)
+    copy = copy_webapp(source, tmp_path_factory.mktemp("atlas-ui") / "webapp")
     result = CliRunner().invoke(cli, ["icons", "install", "--webapp", str(copy)])
     assert result.exit_code == 0, result.output
     return copy

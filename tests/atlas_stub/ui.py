@@ -9,6 +9,9 @@ the page keeps working and its console stays clean.
 
 from __future__ import annotations
 
+import shutil
+import stat
+from pathlib import Path
 from typing import Any
 
 from atlas_stub.common import AtlasHTTPError
@@ -217,3 +220,12 @@ def label_collisions(stub: Any, guids: list[str] | None = None) -> dict[str, int
     finally:
         del stub._lineage_edges
     return out
+
+
+def copy_webapp(source: Path, dest: Path) -> Path:
+    """A writable copy of Atlas's built web UI (where ``icons install`` can add ours): the shared one may be
+    read-only, and copytree keeps its modes, which stop anyone but root from writing into the copy."""
+    shutil.copytree(source, dest)
+    for path in (dest, *dest.rglob("*")):
+        path.chmod(path.stat().st_mode | stat.S_IWUSR)
+    return dest
