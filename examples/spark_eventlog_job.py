@@ -19,7 +19,8 @@ from spark_job_plain import main as plain_job
 
 
 def main(workdir: str) -> None:
-    base = Path(workdir)
+    shown = Path(workdir) / "spark-events"  # as given: a relative folder stays relative in the note
+    base = Path(workdir).absolute()  # Spark's eventLog.dir is a URI, which a relative path is not
     events = base / "spark-events"
     events.mkdir(parents=True, exist_ok=True)  # Spark does not make spark.eventLog.dir itself
     (
@@ -31,7 +32,7 @@ def main(workdir: str) -> None:
         .getOrCreate()
     )  # the job's own getOrCreate() then takes this session
     plain_job(workdir)
-    print(f"{len(list(events.iterdir()))} event log(s) in {events}")
+    print(f"{len(list(events.iterdir()))} event log(s) in {shown}")
 
 
 if __name__ == "__main__":

@@ -351,7 +351,7 @@ def _scan_to_openlineage(
         click.echo(f"note: {note}", err=True)
     for p in problems:
         click.echo(str(p), err=True)
-    where = target if "://" in target else str(Path(target).resolve())
+    where = target  # as the user wrote it, as the other output paths are shown
     click.echo(f"files:      {len(files)}\nstatements: {statements}\nevents:     {events} sent to {where}")
     errors = sum(1 for p in problems if p.severity is Severity.ERROR)
     click.echo(f"errors:     {errors}")
