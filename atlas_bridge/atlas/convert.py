@@ -1043,18 +1043,20 @@ def merge_process_group(
     statements = [st for p in parts for st in p[1]]
     attrs = dict(base["attributes"])
     attrs.update(statement_attributes(statements))
-    refs: dict[str, Any] = {}
-    for _, _, _, _, owner in parts:
+    # Reference arrays: the first part's as it is (rendering sorts them and drops repeats), then what the
+    # others add, sorted: a group that recurs unchanged (a script copied) is its first occurrence again.
+    refs: dict[str, Any] = {k: list(v) if _is_list_ref(v) else v for k, v in base["refs"].items()}
+    added: dict[str, set[tuple[str, ...]]] = {}
+    for _, _, _, _, owner in parts[1:]:
         for name, value in owner["refs"].items():
-            if not _is_list_ref(value):
-                refs.setdefault(name, value)
-            else:
-                refs.setdefault(name, set()).update(map(tuple, value))
-    owner_out = {
-        **base,
-        "attributes": attrs,
-        "refs": {k: [list(r) for r in sorted(v)] if isinstance(v, set) else v for k, v in refs.items()},
-    }
+            if name not in refs:
+                refs[name] = list(value) if _is_list_ref(value) else value
+            elif _is_list_ref(value):
+                added.setdefault(name, set()).update(map(tuple, value))
+    for name, more in added.items():
+        have = set(map(tuple, refs[name]))
+        refs[name].extend(list(r) for r in sorted(more - have))
+    owner_out = {**base, "attributes": attrs, "refs": refs}
     out: dict[tuple[str, str], dict[str, Any]] = {
         (owner_out["typeName"], owner_out["qualifiedName"]): owner_out
     }

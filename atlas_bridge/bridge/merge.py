@@ -352,6 +352,7 @@ class EntityCollector:
             open(self._sides_path, "rb") as sides,
             open(self._aside_path, "rb") as aside,
         ):
+            unchanged: list[str] = []
             for g, side_at, side_length in self._spilled_groups(True, with_sides=True):
                 later = self._aside.get(g.group)
                 if later is None:
@@ -376,10 +377,15 @@ class EntityCollector:
                     merged = occurrences[0][0]
                 else:
                     merged = merge_process_group(sided)
+                if merged == occurrences[0][0]:  # the later ones add nothing (a script copied): it stays
+                    unchanged.append(g.group)
+                    continue
                 lines = [(r["group"], dumps_record(r)) for r in merged]
                 (entry,) = process_groups(lines, self._texts())
                 self._spilled -= len(g.sizes)
                 self._spill_group(entry, b"", (merged_meta, merged_text))
+        for group in unchanged:
+            del self._aside[group]
         self._merged = True
 
     def _groups_of_datasets(self) -> list[Group]:
