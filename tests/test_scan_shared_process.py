@@ -231,6 +231,27 @@ def test_scan_into_atlas_holds_the_union_of_the_files_statements(
     assert held["crm.customers_clean.city:direct"] == "COALESCE(city, 'unknown')\nLOWER(city)"  # both
     assert "crm.customers_clean.id:indirect" in held  # a.sql's WHERE
 
+    # A later scan of b.sql alone replaces the process whole (never a mix of two scans): its text, hash
+    # and column lineage are b.sql's; what only a.sql wrote is gone with it.
+    again = bridge.scan([DATA / "b.sql"], delivery, namespace=NS, spark=session, state_dir=tmp_path)
+    assert again.delivery.errors == []
+    process = atlas_stub.find("atlas_bridge_process", PROCESS)
+    assert process["attributes"]["queryText"] == B_TEXT[B_TEXT.index("INSERT") :].strip().rstrip(";")
+    held = {
+        e["attributes"]["qualifiedName"][len(PROCESS) + 1 :]: e["attributes"]["expression"]
+        for e in atlas_stub.related(process["guid"], "columnLineages")
+    }
+    assert held == {
+        "crm.customers_clean.id:direct": "",
+        "crm.customers_clean.name:direct": "",
+        "crm.customers_clean.city:direct": "LOWER(city)",
+        "crm.customers_clean.region:direct": "",
+    }
+    left = {
+        e["attributes"]["qualifiedName"] for e in atlas_stub.active_entities("atlas_bridge_column_lineage")
+    }
+    assert not any(qn.endswith(":indirect") for qn in left)
+
 
 @pytest.mark.spark
 def test_cli_payloads_are_the_same_bytes_in_any_file_order_and_working_directory(
