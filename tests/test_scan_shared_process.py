@@ -279,3 +279,164 @@ def test_cli_payloads_are_the_same_bytes_in_any_file_order_and_working_directory
     elsewhere.mkdir()
     monkeypatch.chdir(elsewhere)
     assert payloads(tmp_path / "o4", os.path.relpath(a), os.path.relpath(b)) == first
+
+
+def test_the_union_of_parts_is_the_conversion_of_the_whole_lineage() -> None:
+    """Parts that share a process, with what the side encodes in every form: expressions holding line
+    breaks, a row count (COUNT(*): a row source), fields below columns, clauses, effects, statements
+    repeated and procedures. Merged from records, they are what one conversion of the parts together
+    gives, attribute for attribute and reference for reference."""
+    from atlas_bridge.atlas.convert import merge_process_group
+    from atlas_bridge.model import (
+        PSEUDO_ROWS,
+        ClauseType,
+        Column,
+        ColumnRef,
+        Dataset,
+        DatasetKind,
+        Effect,
+        Lineage,
+        Process,
+        Relation,
+        Span,
+    )
+
+    src = Dataset(
+        id="table:s.src",
+        kind=DatasetKind.TABLE,
+        name="Src",
+        db="s",
+        columns=[Column(name=c) for c in ("a", "B", "ev", "flag", PSEUDO_ROWS)],
+    )
+    other = Dataset(
+        id="table:s.other",
+        kind=DatasetKind.TABLE,
+        name="other",
+        db="s",
+        columns=[Column(name="k"), Column(name=PSEUDO_ROWS)],
+    )
+    tgt = Dataset(
+        id="table:s.tgt",
+        kind=DatasetKind.TABLE,
+        name="tgt",
+        db="s",
+        columns=[Column(name=c) for c in ("x", "y", "n", PSEUDO_ROWS)],
+    )
+
+    def part(
+        file: str, n: int, rels: list[tuple[Any, ...]], *, text: str, procedure: str | None = None
+    ) -> Lineage:
+        pid = f"process:{file}{n}"
+        proc = Process(
+            id=pid,
+            type="insert",
+            name="Insert into s.tgt",
+            query_hash=f"{text:0<64}"[:64],
+            statement_index=n,
+            sql=text,
+            span=Span(line=n * 3, column=1, end_line=n * 3 + 1, end_column=2),
+            source_file=file,
+            procedure=procedure,
+        )
+        relations = [
+            Relation(
+                type=kind,
+                source=ColumnRef(dataset_id=s, column=c, field=f),
+                target=ColumnRef(dataset_id=tgt.id, column=t),
+                process_id=pid,
+                transform=x,
+                effect=e,
+                clause_type=cl,
+            )
+            for kind, s, c, f, t, x, e, cl in rels
+        ]
+        return Lineage(datasets=[src, other, tgt], processes=[proc], relations=relations)
+
+    fdd, fdr = "fdd", "fdr"
+    parts = [
+        part(
+            "a.sql",
+            1,
+            [
+                (fdd, src.id, "a", None, "x", "CASE\n  WHEN a > 0 THEN a\nEND", Effect.MODIFIED_COPY, None),
+                (fdd, src.id, "ev", "payload.id", "y", None, Effect.EXACT_COPY, None),
+                (fdd, src.id, PSEUDO_ROWS, None, "n", "COUNT(*)", Effect.AGGREGATION, None),
+                (fdr, src.id, "flag", None, PSEUDO_ROWS, "flag = 1", None, ClauseType.WHERE),
+            ],
+            text="INSERT INTO s.tgt SELECT ... a.sql 1",
+        ),
+        part(
+            "a.sql",
+            2,
+            [(fdd, src.id, "a", None, "x", "CASE\n  WHEN a > 0 THEN a\nEND", Effect.MODIFIED_COPY, None)],
+            text="INSERT INTO s.tgt SELECT ... a.sql 1",  # the same text again: one statement
+        ),
+        part(
+            "b.sql",
+            4,
+            [
+                (fdd, src.id, "B", None, "x", "b + 1", Effect.MODIFIED_COPY, None),
+                (fdd, src.id, "ev", "payload.kind", "y", None, Effect.PARTIAL_COPY, None),
+                (fdd, src.id, "ev", None, "y", None, Effect.EXACT_COPY, None),
+                (fdd, other.id, "k", None, "n", "SUM(k)", Effect.AGGREGATION, None),
+                (fdr, other.id, "k", None, PSEUDO_ROWS, None, None, ClauseType.JOIN),
+                (fdr, other.id, PSEUDO_ROWS, None, "n", "EXISTS (...)", None, ClauseType.CONDITION),
+            ],
+            text="INSERT INTO s.tgt SELECT ... b.sql 4",
+            procedure="s.load",
+        ),
+    ]
+    group = "INSERT:s.other@test,s.src@test->s.tgt@test"
+
+    def records(lineage: Lineage) -> tuple[list[Any], Any]:
+        out = to_entity_records(end_to_end(lineage), namespace=NS)
+        return [r for r in out["processes"] if r["group"] == group], out["sides"][group]
+
+    # Each part converted on its own names the process after what that part reads: give every part both
+    # tables (a join key of the other table in a.sql's parts, as b.sql has), so all three share the group.
+    parts = [
+        p.model_copy(
+            update={
+                "relations": (
+                    *p.relations,
+                    Relation(
+                        type="fdr",
+                        source=ColumnRef(dataset_id=other.id, column="k"),
+                        target=ColumnRef(dataset_id=tgt.id, column=PSEUDO_ROWS),
+                        process_id=p.processes[0].id,
+                        clause_type=ClauseType.JOIN,
+                    ),
+                )
+            }
+        )
+        for p in parts
+    ]
+    whole, _ = records(merge_lineage(parts))
+    merged = merge_process_group([records(p) for p in parts])
+
+    def canonical(recs: list[Any]) -> list[str]:
+        """Records as Atlas reads them: a reference array is a set (rendering sorts it, drops repeats)."""
+        out = []
+        for r in recs:
+            refs = {
+                k: v if v and isinstance(v[0], str) else sorted(set(map(tuple, v)))
+                for k, v in r["refs"].items()
+            }
+            out.append(json.dumps({**r, "refs": refs}, sort_keys=True))
+        return out
+
+    assert canonical(merged) == canonical(whole)
+    by_qn = {r["qualifiedName"]: r["attributes"] for r in merged}
+    x = by_qn[f"{group}:s.tgt.x:direct"]
+    assert x["expression"] == "CASE\n  WHEN a > 0 THEN a\nEND\nb + 1"
+    assert "fieldPaths" in by_qn[f"{group}:s.tgt.y:direct"]
+    assert by_qn[f"{group}:s.tgt.y:direct"]["fieldPaths"] == ["ev.payload.id -> y", "ev.payload.kind -> y"]
+    assert by_qn[f"{group}:s.tgt.y:direct"]["effect"] == "PARTIAL_COPY"  # the strongest of both
+    assert (
+        by_qn[f"{group}:s.tgt.y:direct"]["name"]
+        == "y=tgt, from src.ev, src.ev.payload.id and src.ev.payload.kind"
+    )
+    assert by_qn[f"{group}:s.tgt.n:direct"]["name"] == "n=tgt, from other.k and src"  # COUNT(*): src's rows
+    assert by_qn[f"{group}:s.tgt.n:indirect"]["rowSources"] == ["s.other@test"]
+    assert by_qn[f"{group}:s.tgt.n:indirect"]["clauses"] == ["condition", "join", "where"]
+    assert by_qn[group]["procedureName"] == ""  # a.sql's statement comes first

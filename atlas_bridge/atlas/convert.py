@@ -306,15 +306,18 @@ def column_lineage_display_name(
     >>> column_lineage_display_name("order_amount", t, "INDIRECT", ["join", "where"], ["orders.status"])
     'order_amount~fct_orders, filtered by join and where on orders.status'
     """
-    return _column_lineage_label(column, short_name(target), dependency, clauses, sources)
+    head = _label_head(column, short_name(target), dependency)
+    return _column_lineage_label(head, dependency, clauses, sources)
 
 
-def _column_lineage_label(
-    column: str, target: str, dependency: str, clauses: list[str], sources: list[str]
-) -> str:
-    """:func:`column_lineage_display_name` from the target's :func:`short_name`."""
+def _label_head(column: str, target: str, dependency: str) -> str:
+    """What a column lineage's display name starts with: its column, ``=`` or ``~``, its table."""
+    return f"{column.lower()}{'=' if dependency == naming.DEPENDENCY_DIRECT else '~'}{target}"
+
+
+def _column_lineage_label(text: str, dependency: str, clauses: list[str], sources: list[str]) -> str:
+    """:func:`column_lineage_display_name` from its head (:func:`_label_head`)."""
     direct = dependency == naming.DEPENDENCY_DIRECT
-    text = f"{column.lower()}{'=' if direct else '~'}{target}"
     if direct:
         return f"{text}, from {_listing(sources)}" if sources else text
     how = f"filtered by {_listing(clauses)}" if clauses else "filtered"
@@ -802,8 +805,7 @@ def _build(
         qn = naming.column_lineage_qualified_name(pqn, out_qn, dep, namespace)
         inputs = sorted(cl.inputs)
         facts = _LineageFacts(
-            b.column_of_ref[cl.output],
-            short_name(b.by_id[cl.target_id]),
+            _label_head(b.column_of_ref[cl.output], short_name(b.by_id[cl.target_id]), dep),
             [
                 (short_name(b.by_id[b.dataset_id_of_column[r]]), _shown(b.column_of_ref[r], cl.paths, r))
                 for r in inputs
@@ -911,12 +913,11 @@ def statement_attributes(members: Iterable[Process | Statement]) -> dict[str, An
 
 class _LineageFacts(NamedTuple):
     """What a column lineage entity's attributes are made of, beyond its records (see
-    :func:`merge_process_group`): the target column and its table's short name, each input (in the
+    :func:`merge_process_group`): its display name's head (:func:`_label_head`), each input (in the
     order of the record's ``inputs``) as its table's short name and what of it is read, the row sources
     (model dataset id, short name), the expressions."""
 
-    column: str
-    target: str
+    head: str
     inputs: list[tuple[str, list[str]]]
     tables: list[tuple[str, str]]
     expressions: list[str]
@@ -939,7 +940,7 @@ def _column_lineage_attributes(
     # earlier statement of the same process (an exact copy showing another statement's upper(name)).
     attrs: dict[str, Any] = {
         "qualifiedName": qn,
-        "name": _column_lineage_label(facts.column, facts.target, dependency, clauses, sources),
+        "name": _column_lineage_label(facts.head, dependency, clauses, sources),
         "dependencyType": dependency,
         "expression": "\n".join(facts.expressions),
     }
@@ -972,28 +973,36 @@ def _new_side() -> _Side:
 
 
 def _encode_side(side: _Side) -> dict[str, Any]:
-    """JSON of a side, small: one statement as its index and id (the rest is its process's attributes),
-    expressions only when some holds a line break (else the ``expression`` attribute, split, gives them)."""
+    """JSON of a side, small (it travels with every process group): one statement as its index and id
+    (the rest is its process's attributes); each column lineage, in qualifiedName order (as its records
+    come), as the length of its name's head, its inputs as indexes into the side's distinct ``sources``,
+    then its row sources and expressions when it has any (expressions only when one holds a line break:
+    else the ``expression`` attribute, split, gives them)."""
     out: dict[str, Any] = {"pid": side.pid}
     if len(side.statements) == 1:
         out["statements"] = [side.statements[0].statement_index, side.statements[0].id]
     else:
         out["statements"] = [list(st) for st in side.statements]
-    lineages: dict[str, Any] = {}
-    for qn, f in side.lineages.items():
+    sources: dict[str, int] = {}
+    lineages: list[list[Any]] = []
+    for _, f in sorted(side.lineages.items()):
+        row = [len(f.head), [sources.setdefault(_compact_json([s, v]), len(sources)) for s, v in f.inputs]]
         expressions = f.expressions if any("\n" in e for e in f.expressions) else None
-        lineages[qn] = [
-            f.column,
-            f.target,
-            [[s, v] for s, v in f.inputs],
-            [list(t) for t in f.tables],
-            expressions,
-        ]
+        if f.tables or expressions is not None:
+            row.append([list(t) for t in f.tables])
+        if expressions is not None:
+            row.append(expressions)
+        lineages.append(row)
     if lineages:
         out["lineages"] = lineages
+        out["sources"] = [json.loads(x) for x in sources]
     if side.runs:
         out["runs"] = side.runs
     return out
+
+
+def _compact_json(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
 
 
 def _decode_statements(raw: list[Any], owner: Mapping[str, Any]) -> list[Statement]:
@@ -1007,14 +1016,21 @@ def _decode_statements(raw: list[Any], owner: Mapping[str, Any]) -> list[Stateme
     return [Statement(*st) for st in raw]
 
 
-def _decode_facts(raw: list[Any], record: Mapping[str, Any]) -> _LineageFacts:
-    column, target, inputs, tables, expressions = raw
-    if expressions is None:
-        text = record["attributes"]["expression"]
-        expressions = text.split("\n") if text else []
-    return _LineageFacts(
-        column, target, [(s, list(v)) for s, v in inputs], [(i, t) for i, t in tables], list(expressions)
-    )
+def _decode_facts(side: Mapping[str, Any], records: list[Mapping[str, Any]]) -> list[_LineageFacts]:
+    """The facts of each column lineage record (``records``, in qualifiedName order) from its side."""
+    sources = side.get("sources", [])
+    out: list[_LineageFacts] = []
+    for rec, raw in zip(records, side.get("lineages", []), strict=True):
+        attrs = rec["attributes"]
+        tables = raw[2] if len(raw) > 2 else []
+        if len(raw) > 3:
+            expressions = list(raw[3])
+        else:
+            text = attrs["expression"]
+            expressions = text.split("\n") if text else []
+        inputs = [(sources[k][0], list(sources[k][1])) for k in raw[1]]
+        out.append(_LineageFacts(attrs["name"][: raw[0]], inputs, [(i, t) for i, t in tables], expressions))
+    return out
 
 
 def _is_list_ref(value: Any) -> bool:
@@ -1062,19 +1078,21 @@ def merge_process_group(
     }
     lineages: dict[str, list[tuple[Mapping[str, Any], _LineageFacts]]] = {}
     for _, _, records, side, owner in parts:
-        facts_of = side.get("lineages", {})
         text_runs = set(side.get("runs", ()))
+        mine = sorted(
+            (r for r in records if r["typeName"] == TYPE_COLUMN_LINEAGE), key=lambda r: r["qualifiedName"]
+        )
+        try:
+            facts = _decode_facts(side, mine)
+        except ValueError as e:  # zip(strict=True): one a column lineage, one a fact
+            msg = f"process {owner['qualifiedName']!r}: its side does not match its column lineage"
+            raise ValueError(msg) from e
+        for rec, f in zip(mine, facts, strict=True):
+            lineages.setdefault(rec["qualifiedName"], []).append((rec, f))
         for rec in records:
-            if rec is owner:
+            if rec is owner or rec["typeName"] == TYPE_COLUMN_LINEAGE:
                 continue
             qn = rec["qualifiedName"]
-            if rec["typeName"] == TYPE_COLUMN_LINEAGE:
-                raw = facts_of.get(qn)
-                if raw is None:
-                    msg = f"column lineage {qn!r}: its part sent no facts to merge it by"
-                    raise ValueError(msg)
-                lineages.setdefault(qn, []).append((rec, _decode_facts(raw, rec)))
-                continue
             key = (rec["typeName"], qn)
             if key in out:
                 continue  # an execution of the same run, met in an earlier part: one entity
@@ -1117,8 +1135,7 @@ def _merge_column_lineage(found: list[tuple[Mapping[str, Any], _LineageFacts]]) 
             effects.add(a["effect"])
     keys = sorted(inputs)
     merged = _LineageFacts(
-        facts.column,
-        facts.target,
+        facts.head,
         [(inputs[k][0], sorted(inputs[k][1])) for k in keys],
         sorted(tables.items()),
         sorted(expressions),
