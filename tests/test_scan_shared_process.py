@@ -440,3 +440,38 @@ def test_the_union_of_parts_is_the_conversion_of_the_whole_lineage() -> None:
     assert by_qn[f"{group}:s.tgt.n:indirect"]["rowSources"] == ["s.other@test"]
     assert by_qn[f"{group}:s.tgt.n:indirect"]["clauses"] == ["condition", "join", "where"]
     assert by_qn[group]["procedureName"] == ""  # a.sql's statement comes first
+
+
+def test_two_event_logs_of_one_job_give_its_process_a_run_from_each(tmp_path: Path) -> None:
+    """Event logs are units too: the same job run twice (two applications, two logs) is one process per
+    statement with an execution per run, whichever log is read first."""
+    logs = Path(__file__).parent / "data" / "spark_eventlogs" / "spark-4.3"
+    first, second = logs / "local-1795809355750.zstd", logs / "local-1795809395949.lz4"
+
+    def entities(paths: list[Path], partitions: int) -> list[Any]:
+        options = ScanOptions()
+        files, _ = bridge.discover_inputs(paths)
+        spill = tmp_path / f"spill-{len(list(tmp_path.glob('spill-*')))}"
+        collector = _collect(bridge.plan_units(files, options), options, partitions, spill)
+        return [e for b in collector.batches(1000) for e in b["entities"]]
+
+    got = entities([first, second], 1)
+    runs: dict[str, list[str]] = {}
+    for e in got:
+        if e["typeName"] == "atlas_bridge_process_execution":
+            owner = e["relationshipAttributes"]["process"]["uniqueAttributes"]["qualifiedName"]
+            runs.setdefault(owner, []).append(e["attributes"]["runId"].split(":")[0])
+    ctas = "default.rev@test:CREATE"
+    assert sorted(runs[ctas]) == ["local-1795809355750", "local-1795809395949"]  # the two applications
+    process = _by_name(got)[ctas]["attributes"]
+    assert process["sourceFile"] == first.name  # the first log's run describes it
+    assert entities([second, first], 2) == got
+
+
+def _without_guids(entity: dict[str, Any]) -> str:
+    e = json.loads(json.dumps(entity))
+    del e["guid"]
+    for value in e.get("relationshipAttributes", {}).values():
+        for ref in value if isinstance(value, list) else [value]:
+            ref.pop("guid", None)
+    return json.dumps(e, sort_keys=True)
