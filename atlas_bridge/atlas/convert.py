@@ -1051,7 +1051,12 @@ def merge_process_group(
         tuple[str, list[Statement], Sequence[Mapping[str, Any]], Mapping[str, Any], Mapping[str, Any]]
     ] = []
     for records, side in occurrences:
-        owner = next(r for r in records if r["typeName"] == TYPE_PROCESS and r["qualifiedName"] == r["group"])
+        owner = next(
+            (r for r in records if r["typeName"] == TYPE_PROCESS and r["qualifiedName"] == r["group"]), None
+        )
+        if owner is None:
+            msg = f"no process among the records of group {records[0]['group'] if records else '?'!r}"
+            raise ValueError(msg)
         parts.append((side["pid"], _decode_statements(side["statements"], owner), records, side, owner))
     # The statement with the smallest process id names the process, as in one conversion.
     parts.sort(key=lambda p: (p[0], p[1]))

@@ -28,13 +28,12 @@ from atlas_bridge.bridge.bodies import (
 )
 from atlas_bridge.model import Lineage, PausedGC, Relation
 
+logger = logging.getLogger(__name__)
 
-def dumps_record(record: Mapping[str, Any]) -> str:
+
+def _record_line(record: Mapping[str, Any]) -> str:
     """A process-tier record's JSON line, as executors write it (its length bounds the entity's size)."""
     return json.dumps(record, separators=(",", ":"), ensure_ascii=False)
-
-
-logger = logging.getLogger(__name__)
 
 
 class EntityCollector:
@@ -380,7 +379,7 @@ class EntityCollector:
                 if merged == occurrences[0][0]:  # the later ones add nothing (a script copied): it stays
                     unchanged.append(g.group)
                     continue
-                lines = [(r["group"], dumps_record(r)) for r in merged]
+                lines = [(r["group"], _record_line(r)) for r in merged]
                 (entry,) = process_groups(lines, self._texts())
                 self._spilled -= len(g.sizes)
                 self._spill_group(entry, b"", (merged_meta, merged_text))
