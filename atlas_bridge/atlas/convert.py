@@ -306,8 +306,18 @@ def column_lineage_display_name(
     >>> column_lineage_display_name("order_amount", t, "INDIRECT", ["join", "where"], ["orders.status"])
     'order_amount~fct_orders, filtered by join and where on orders.status'
     """
+    head = _label_head(column, short_name(target), dependency)
+    return _column_lineage_label(head, dependency, clauses, sources)
+
+
+def _label_head(column: str, target: str, dependency: str) -> str:
+    """What a column lineage's display name starts with: its column, ``=`` or ``~``, its table."""
+    return f"{column.lower()}{'=' if dependency == naming.DEPENDENCY_DIRECT else '~'}{target}"
+
+
+def _column_lineage_label(text: str, dependency: str, clauses: list[str], sources: list[str]) -> str:
+    """:func:`column_lineage_display_name` from its head (:func:`_label_head`)."""
     direct = dependency == naming.DEPENDENCY_DIRECT
-    text = f"{column.lower()}{'=' if direct else '~'}{short_name(target)}"
     if direct:
         return f"{text}, from {_listing(sources)}" if sources else text
     how = f"filtered by {_listing(clauses)}" if clauses else "filtered"
@@ -330,6 +340,8 @@ class _Builder:
         self._column_refs: dict[tuple[str, str, str], _Ref] = {}
         self.dataset_id_of_column: dict[_Ref, str] = {}
         self.column_of_ref: dict[_Ref, str] = {}
+        self.sides: dict[str, _Side] | None = None
+        """With a part of a bigger lineage: what each process group's union with other parts needs."""
 
     # -- datasets ---------------------------------------------------------------------------------
     def add_dataset(self, ds: Dataset) -> str | None:
@@ -502,6 +514,8 @@ class _Builder:
         self.entities[(TYPE_PROCESS_EXECUTION, qn)] = _Entity(
             _TIER_DETAILS, pqn, TYPE_PROCESS_EXECUTION, qn, attrs, refs
         )
+        if run.query_text is None and self.sides is not None:
+            self.sides.setdefault(pqn, _new_side()).runs.append(qn)
 
 
 @dataclass
@@ -611,13 +625,15 @@ def _build(
     *,
     unused: set[str] | None = None,
     runs: Mapping[str, Sequence[RunInfo]] | None = None,
+    sides: dict[str, _Side] | None = None,
 ) -> list[_Entity]:
     """The entities of a lineage, sorted; with ``unused`` given, also every other permanent dataset (and
     its columns), whose qualifiedNames are added to ``unused`` (a part of a bigger lineage: another part
     may use them, and their columns belong to the union). ``runs``: the run of each process id, where the
     processes of one lineage ran in different runs (a Spark event log's executions); ``run`` for the
-    others."""
+    others. ``sides``: filled with each process group's :class:`_Side`."""
     b = _Builder(lineage, namespace, resultsets)
+    b.sides = sides
     e2e = end_to_end(lineage)
     b.process_qn = _process_qualified_names(lineage, e2e, namespace)
     # Permanent datasets only -> their real column names.
@@ -774,6 +790,11 @@ def _build(
             members[b.process_qn[pid]],
             sorted(cl_targets.get(pid, ())),
         )
+    if sides is not None:
+        for pqn, procs in members.items():
+            side = sides.setdefault(pqn, _new_side())
+            side.pid = procs[0].id  # pids are sorted: the one add_process named the process after
+            side.statements = distinct_statements(procs)
 
     for (pqn, out_qn, dep), cl in col_lineage.items():
         # A column is never its own source (MERGE ... ON t.id = s.id makes t.id restrict the rows written
@@ -782,35 +803,25 @@ def _build(
         if not cl.inputs and not cl.table_inputs:
             continue
         qn = naming.column_lineage_qualified_name(pqn, out_qn, dep, namespace)
-        clauses = sorted(cl.clauses)
-        sources = [
-            f"{short_name(b.by_id[b.dataset_id_of_column[r]])}.{shown.lower()}"
-            for r in sorted(cl.inputs)
-            for shown in _shown(b.column_of_ref[r], cl.paths, r)
-        ]
-        sources += [short_name(b.by_id[i]) for i in sorted(cl.table_inputs)]
-        name = column_lineage_display_name(
-            b.column_of_ref[cl.output], b.by_id[cl.target_id], dep, clauses, sources
+        inputs = sorted(cl.inputs)
+        facts = _LineageFacts(
+            _label_head(b.column_of_ref[cl.output], short_name(b.by_id[cl.target_id]), dep),
+            [
+                (short_name(b.by_id[b.dataset_id_of_column[r]]), _shown(b.column_of_ref[r], cl.paths, r))
+                for r in inputs
+            ],
+            [(i, short_name(b.by_id[i])) for i in sorted(cl.table_inputs)],
+            sorted(cl.expressions),
         )
-        # Every attribute that describes the statements is sent, empty when they have none: an upsert
-        # replaces the attributes it sends and keeps the others, so a field left out would stay from an
-        # earlier statement of the same process (an exact copy showing another statement's upper(name)).
-        attrs: dict[str, Any] = {
-            "qualifiedName": qn,
-            "name": name,
-            "dependencyType": dep,
-            "expression": "\n".join(sorted(cl.expressions)),
-        }
-        if cl.field_paths:  # only with nested data: other payloads (and older typedefs) stay as they were
-            attrs["fieldPaths"] = sorted(cl.field_paths)
-        if dep == naming.DEPENDENCY_DIRECT:
-            attrs["effect"] = max(cl.effects, key=lambda e: e.rank).value if cl.effects else ""
-        else:
-            attrs["clauses"] = clauses
-            # a property, not an input: the table's Lineage tab shows processes only
-            attrs["rowSources"] = sorted({b.dataset_qn[i] for i in cl.table_inputs})
+        effect = max(cl.effects, key=lambda e: e.rank).value if cl.effects else ""
+        row_sources = sorted({b.dataset_qn[i] for i in cl.table_inputs})
+        attrs = _column_lineage_attributes(
+            qn, dep, facts, sorted(cl.clauses), effect, row_sources, sorted(cl.field_paths)
+        )
+        if sides is not None:
+            sides.setdefault(pqn, _new_side()).lineages[qn] = facts
         refs: dict[str, list[_Ref] | _Ref] = {
-            "inputs": sorted(cl.inputs),
+            "inputs": inputs,
             "outputs": [cl.output],
             "process": _Ref(TYPE_PROCESS, pqn, REL_COLUMN_LINEAGES),
         }
@@ -833,36 +844,321 @@ def _build(
     return sorted(b.entities.values(), key=_Entity.sort_key)
 
 
-def statement_attributes(members: list[Process]) -> dict[str, Any]:
+class Statement(NamedTuple):
+    """One statement as its process entity describes it (:func:`statement_attributes`). Fields in
+    statement order: its file, the line where it starts (a piece of a big script counts its statements
+    from 1 again, its lines are the file's), its index in the file, its process id."""
+
+    source_file: str
+    line: int
+    statement_index: int
+    id: str
+    query_hash: str
+    sql: str
+    procedure: str
+
+
+def statement_of(proc: Process) -> Statement:
+    """What :func:`statement_attributes` needs of a statement's process."""
+    return Statement(
+        proc.source_file or "",
+        proc.span.line if proc.span is not None else 0,
+        proc.statement_index or 0,
+        proc.id,
+        proc.query_hash,
+        proc.sql or "",
+        proc.procedure or "",
+    )
+
+
+def distinct_statements(members: Iterable[Process | Statement]) -> list[Statement]:
+    """The statements in statement order, one per text (a statement repeated is one statement: its first
+    occurrence). What one conversion keeps of a part's statements is all a union of parts needs."""
+    ordered = sorted(m if isinstance(m, Statement) else statement_of(m) for m in members)
+    by_hash: dict[str, Statement] = {}
+    for st in ordered:
+        by_hash.setdefault(st.query_hash, st)
+    return list(by_hash.values())
+
+
+def statement_attributes(members: Iterable[Process | Statement]) -> dict[str, Any]:
     """What a process entity says about its statements, always whole (never a field left out).
 
     Two statements with the same operation, inputs and outputs share one process (Atlas's Hive hook does
     the same). Atlas keeps the attributes an upsert leaves out, so each field is sent, empty when unknown:
     a later upsert replaces all of it and never mixes one statement's text with another's hash. Several
-    statements in one conversion make one description of their union: their texts (in statement order,
-    one per line group) and a hash of their hashes; one statement is described as itself. The hook, the
-    scan and any later reader of runs (event logs) all convert through here.
+    statements in one conversion make one description of their union: their texts (in statement order:
+    file, line, index; one per line group) and a hash of their hashes; one statement is described as
+    itself. The hook, the scan (within a file and across the files of one scan, see
+    :func:`merge_process_group`) and any later reader of runs (event logs) all describe them through here.
     """
-    ordered = sorted(members, key=lambda p: (p.statement_index or 0, p.id))
-    by_hash: dict[str, Process] = {}
-    for proc in ordered:  # one per text: a statement repeated in a script is one statement
-        by_hash.setdefault(proc.query_hash, proc)
-    unique = list(by_hash.values())
+    unique = distinct_statements(members)
     first = unique[0]
     if len(unique) == 1:
         query_hash = first.query_hash
     else:
-        query_hash = hashlib.sha256(",".join(sorted(p.query_hash for p in unique)).encode()).hexdigest()
-    texts = [p.sql for p in unique if p.sql]
+        query_hash = hashlib.sha256(",".join(sorted(s.query_hash for s in unique)).encode()).hexdigest()
+    texts = [s.sql for s in unique if s.sql]
     return {
         "queryHash": query_hash,
         "queryText": ";\n".join(t.strip().rstrip(";").strip() for t in texts)
         if len(texts) > 1
         else "".join(texts),
-        "sourceFile": first.source_file or "",
+        "sourceFile": first.source_file,
         # where the (first) statement starts, so a reader can open file:line; 0: not from a file
-        "sourceLine": first.span.line if first.span is not None else 0,
-        "procedureName": first.procedure or "",
+        "sourceLine": first.line,
+        "procedureName": first.procedure,
+    }
+
+
+class _LineageFacts(NamedTuple):
+    """What a column lineage entity's attributes are made of, beyond its records (see
+    :func:`merge_process_group`): its display name's head (:func:`_label_head`), each input (in the
+    order of the record's ``inputs``) as its table's short name and what of it is read, the row sources
+    (model dataset id, short name), the expressions."""
+
+    head: str
+    inputs: list[tuple[str, list[str]]]
+    tables: list[tuple[str, str]]
+    expressions: list[str]
+
+
+def _column_lineage_attributes(
+    qn: str,
+    dependency: str,
+    facts: _LineageFacts,
+    clauses: list[str],
+    effect: str,
+    row_sources: list[str],
+    field_paths: list[str],
+) -> dict[str, Any]:
+    """A column lineage entity's attributes (one conversion, or the union of several parts' records)."""
+    sources = [f"{short}.{shown.lower()}" for short, seen in facts.inputs for shown in seen]
+    sources += [short for _, short in facts.tables]
+    # Every attribute that describes the statements is sent, empty when they have none: an upsert
+    # replaces the attributes it sends and keeps the others, so a field left out would stay from an
+    # earlier statement of the same process (an exact copy showing another statement's upper(name)).
+    attrs: dict[str, Any] = {
+        "qualifiedName": qn,
+        "name": _column_lineage_label(facts.head, dependency, clauses, sources),
+        "dependencyType": dependency,
+        "expression": "\n".join(facts.expressions),
+    }
+    if field_paths:  # only with nested data: other payloads (and older typedefs) stay as they were
+        attrs["fieldPaths"] = field_paths
+    if dependency == naming.DEPENDENCY_DIRECT:
+        attrs["effect"] = effect
+    else:
+        attrs["clauses"] = clauses
+        # a property, not an input: the table's Lineage tab shows processes only
+        attrs["rowSources"] = row_sources
+    return attrs
+
+
+@dataclass
+class _Side:
+    """What a part's conversion knows of one process group beyond its records: enough for the union of
+    the group's records from several parts (:func:`merge_process_group`). Never delivered."""
+
+    pid: str = ""
+    """The smallest process id among its statements: that statement names the process."""
+    statements: list[Statement] = field(default_factory=list)
+    lineages: dict[str, _LineageFacts] = field(default_factory=dict)
+    runs: list[str] = field(default_factory=list)
+    """Executions whose ``queryText`` is the process's (not their run's own text)."""
+
+
+def _new_side() -> _Side:
+    return _Side()
+
+
+def _encode_side(side: _Side) -> dict[str, Any]:
+    """JSON of a side, small (it travels with every process group): one statement as its index and id
+    (the rest is its process's attributes); each column lineage, in qualifiedName order (as its records
+    come), as the length of its name's head, its inputs as indexes into the side's distinct ``sources``,
+    then its row sources and expressions when it has any (expressions only when one holds a line break:
+    else the ``expression`` attribute, split, gives them)."""
+    out: dict[str, Any] = {"pid": side.pid}
+    if len(side.statements) == 1:
+        out["statements"] = [side.statements[0].statement_index, side.statements[0].id]
+    else:
+        out["statements"] = [list(st) for st in side.statements]
+    sources: dict[str, int] = {}
+    lineages: list[list[Any]] = []
+    for _, f in sorted(side.lineages.items()):
+        row = [len(f.head), [sources.setdefault(_compact_json([s, v]), len(sources)) for s, v in f.inputs]]
+        expressions = f.expressions if any("\n" in e for e in f.expressions) else None
+        if f.tables or expressions is not None:
+            row.append([list(t) for t in f.tables])
+        if expressions is not None:
+            row.append(expressions)
+        lineages.append(row)
+    if lineages:
+        out["lineages"] = lineages
+        out["sources"] = [json.loads(x) for x in sources]
+    if side.runs:
+        out["runs"] = side.runs
+    return out
+
+
+def _compact_json(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+
+
+def _decode_statements(raw: list[Any], owner: Mapping[str, Any]) -> list[Statement]:
+    if raw and not isinstance(raw[0], list):
+        a = owner["attributes"]
+        index, pid = raw
+        sql = a["queryText"]
+        return [
+            Statement(a["sourceFile"], a["sourceLine"], index, pid, a["queryHash"], sql, a["procedureName"])
+        ]
+    return [Statement(*st) for st in raw]
+
+
+def _decode_facts(side: Mapping[str, Any], records: list[Mapping[str, Any]]) -> list[_LineageFacts]:
+    """The facts of each column lineage record (``records``, in qualifiedName order) from its side."""
+    sources = side.get("sources", [])
+    out: list[_LineageFacts] = []
+    for rec, raw in zip(records, side.get("lineages", []), strict=True):
+        attrs = rec["attributes"]
+        tables = raw[2] if len(raw) > 2 else []
+        if len(raw) > 3:
+            expressions = list(raw[3])
+        else:
+            text = attrs["expression"]
+            expressions = text.split("\n") if text else []
+        inputs = [(sources[k][0], list(sources[k][1])) for k in raw[1]]
+        out.append(_LineageFacts(attrs["name"][: raw[0]], inputs, [(i, t) for i, t in tables], expressions))
+    return out
+
+
+def _is_list_ref(value: Any) -> bool:
+    return not (value and isinstance(value[0], str))
+
+
+def merge_process_group(
+    occurrences: Sequence[tuple[Sequence[Mapping[str, Any]], Mapping[str, Any]]],
+) -> list[dict[str, Any]]:
+    """One process group's records as one conversion of all its statements makes them, from the records
+    and side (``to_entity_records``'s ``sides``) of each part that holds some of them (scripts of one
+    scan): the process's inputs, outputs and column lineage are the union, its statement attributes
+    describe every statement (:func:`statement_attributes`), a column lineage in several parts is one
+    entity whose sources, expressions, clauses and effect are the union (as within one conversion); each
+    execution is kept once. Pure; the result does not depend on the order of ``occurrences``.
+    """
+    parts: list[
+        tuple[str, list[Statement], Sequence[Mapping[str, Any]], Mapping[str, Any], Mapping[str, Any]]
+    ] = []
+    for records, side in occurrences:
+        owner = next(
+            (r for r in records if r["typeName"] == TYPE_PROCESS and r["qualifiedName"] == r["group"]), None
+        )
+        if owner is None:
+            msg = f"no process among the records of group {records[0]['group'] if records else '?'!r}"
+            raise ValueError(msg)
+        parts.append((side["pid"], _decode_statements(side["statements"], owner), records, side, owner))
+    # The statement with the smallest process id names the process, as in one conversion.
+    parts.sort(key=lambda p: (p[0], p[1]))
+    base = parts[0][4]
+    statements = [st for p in parts for st in p[1]]
+    attrs = dict(base["attributes"])
+    attrs.update(statement_attributes(statements))
+    # Reference arrays: the first part's as it is (rendering sorts them and drops repeats), then what the
+    # others add, sorted: a group that recurs unchanged (a script copied) is its first occurrence again.
+    refs: dict[str, Any] = {k: list(v) if _is_list_ref(v) else v for k, v in base["refs"].items()}
+    added: dict[str, set[tuple[str, ...]]] = {}
+    for _, _, _, _, owner in parts[1:]:
+        for name, value in owner["refs"].items():
+            if name not in refs:
+                refs[name] = list(value) if _is_list_ref(value) else value
+            elif _is_list_ref(value):
+                added.setdefault(name, set()).update(map(tuple, value))
+    for name, more in added.items():
+        have = set(map(tuple, refs[name]))
+        refs[name].extend(list(r) for r in sorted(more - have))
+    owner_out = {**base, "attributes": attrs, "refs": refs}
+    out: dict[tuple[str, str], dict[str, Any]] = {
+        (owner_out["typeName"], owner_out["qualifiedName"]): owner_out
+    }
+    lineages: dict[str, list[tuple[Mapping[str, Any], _LineageFacts]]] = {}
+    for _, _, records, side, owner in parts:
+        text_runs = set(side.get("runs", ()))
+        mine = sorted(
+            (r for r in records if r["typeName"] == TYPE_COLUMN_LINEAGE), key=lambda r: r["qualifiedName"]
+        )
+        try:
+            facts = _decode_facts(side, mine)
+        except ValueError as e:  # zip(strict=True): one a column lineage, one a fact
+            msg = f"process {owner['qualifiedName']!r}: its side does not match its column lineage"
+            raise ValueError(msg) from e
+        for rec, f in zip(mine, facts, strict=True):
+            lineages.setdefault(rec["qualifiedName"], []).append((rec, f))
+        for rec in records:
+            if rec is owner or rec["typeName"] == TYPE_COLUMN_LINEAGE:
+                continue
+            qn = rec["qualifiedName"]
+            key = (rec["typeName"], qn)
+            if key in out:
+                continue  # an execution of the same run, met in an earlier part: one entity
+            copy = {**rec, "attributes": dict(rec["attributes"])}
+            if rec["typeName"] == TYPE_PROCESS_EXECUTION:
+                ea = copy["attributes"]
+                ea["name"] = f"{attrs['name']} (run {ea['runId']})"
+                if qn in text_runs:  # the text of the process: all its statements now
+                    if attrs["queryText"]:
+                        ea["queryText"] = attrs["queryText"]
+                    else:
+                        ea.pop("queryText", None)
+            out[key] = copy
+    for qn, found in lineages.items():
+        rec = found[0][0] if len(found) == 1 else _merge_column_lineage(found)
+        out[(rec["typeName"], qn)] = dict(rec)
+    return sorted(out.values(), key=record_sort_key)
+
+
+def _merge_column_lineage(found: list[tuple[Mapping[str, Any], _LineageFacts]]) -> dict[str, Any]:
+    """One column lineage entity from several parts' (the union, as :func:`_build` gathers it)."""
+    first, facts = found[0]
+    inputs: dict[tuple[str, ...], tuple[str, set[str]]] = {}
+    tables: dict[str, str] = {}
+    expressions: set[str] = set()
+    clauses: set[str] = set()
+    row_sources: set[str] = set()
+    field_paths: set[str] = set()
+    effects: set[str] = set()
+    for rec, f in found:
+        for ref, (short, seen) in zip(rec["refs"]["inputs"], f.inputs, strict=True):
+            inputs.setdefault(tuple(ref), (short, set()))[1].update(seen)
+        tables.update((i, t) for i, t in f.tables if i not in tables)
+        expressions.update(f.expressions)
+        a = rec["attributes"]
+        clauses.update(a.get("clauses", ()))
+        row_sources.update(a.get("rowSources", ()))
+        field_paths.update(a.get("fieldPaths", ()))
+        if a.get("effect"):
+            effects.add(a["effect"])
+    keys = sorted(inputs)
+    merged = _LineageFacts(
+        facts.head,
+        [(inputs[k][0], sorted(inputs[k][1])) for k in keys],
+        sorted(tables.items()),
+        sorted(expressions),
+    )
+    attrs = first["attributes"]
+    effect = max((Effect(e) for e in effects), key=lambda e: e.rank).value if effects else ""
+    return {
+        **first,
+        "attributes": _column_lineage_attributes(
+            attrs["qualifiedName"],
+            attrs["dependencyType"],
+            merged,
+            sorted(clauses),
+            effect,
+            sorted(row_sources),
+            sorted(field_paths),
+        ),
+        "refs": {**first["refs"], "inputs": [list(k) for k in keys]},
     }
 
 
@@ -1136,20 +1432,24 @@ def to_entity_records(
     """One part's entities as JSON-ready records, split into what needs a global merge and what does not.
 
     Returns:
-        ``{"datasets": [...], "processes": [...], "unused": [...]}``: ``datasets`` are the dataset and
-        column records (every permanent dataset of the part, used or not, so columns seen only here join
-        the union); ``unused`` names the dataset qualifiedNames the part itself does not use (send them only
-        if another part does); ``processes`` are the processes, column lineage and executions, complete
-        for the part's statements (``runs``: a process id's own run, see :func:`_build`). Records are
-        sorted as :func:`to_atlas_entities` sorts entities. Fold datasets with :func:`merge_entity_record`
+        ``{"datasets": [...], "processes": [...], "unused": [...], "sides": {...}}``: ``datasets`` are
+        the dataset and column records (every permanent dataset of the part, used or not, so columns
+        seen only here join the union); ``unused`` names the dataset qualifiedNames the part itself does
+        not use (send them only if another part does); ``processes`` are the processes, column lineage
+        and executions, complete for the part's statements (``runs``: a process id's own run, see
+        :func:`_build`); ``sides``, by process qualifiedName, what :func:`merge_process_group` needs to
+        make the union of a process group several parts hold (never delivered). Records are sorted as
+        :func:`to_atlas_entities` sorts entities. Fold datasets with :func:`merge_entity_record`
         and render with :func:`batches_from_records`.
     """
     unused: set[str] = set()
-    entities = _build(lineage, namespace, run, include_resultsets, unused=unused, runs=runs)
+    sides: dict[str, _Side] = {}
+    entities = _build(lineage, namespace, run, include_resultsets, unused=unused, runs=runs, sides=sides)
     return {
         "datasets": [_record(e) for e in entities if e.tier == _TIER_DATASETS],
         "processes": [_record(e) for e in entities if e.tier != _TIER_DATASETS],
         "unused": sorted(unused),
+        "sides": {qn: _encode_side(side) for qn, side in sorted(sides.items())},
     }
 
 

@@ -8,12 +8,15 @@ What runs where:
 * **executors**: :func:`extract_partition` reads its units, runs the *pure* extractors
   (``extract_sql_lineage``, ``extract_sqlflow_lineage``) and converts each unit's lineage to Atlas entity
   records on its own (``convert.to_entity_records``): processes and column lineage are final there, as
-  they depend only on their statement and on the qualifiedNames of the datasets they touch. What is
-  shipped is only the units, :class:`ScanOptions` and the namespace (nothing secret).
+  they depend only on their statements and on the qualifiedNames of the datasets they touch, unless
+  statements of other units share the process (then the driver merges the units' records into their
+  union, from what each unit sends beside them: ``convert.merge_process_group``). What is shipped is
+  only the units, :class:`ScanOptions` and the namespace (nothing secret).
 * **driver again**: partition results are computed in parallel and kept by Spark (``MEMORY_AND_DISK``),
   then streamed back in partition (file-name) order into an :class:`EntityCollector`, which merges only
   datasets and their columns in memory (the union of columns, the most specific type) and spills the
-  process tier to a temporary file. Batches are then rendered one at a time as they are delivered, so
+  process tier to a temporary file (a process that recurs in later units: those occurrences too, until
+  they are merged). Batches are then rendered one at a time as they are delivered, so
   the driver's memory follows the number of distinct tables and columns, not the number of statements.
   A unit-by-unit conversion does not depend on the partitioning: the same input gives the same batches
   on any number of cores.

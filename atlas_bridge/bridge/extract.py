@@ -322,9 +322,10 @@ def extract_partition(
     Yields ``("unit", records)`` per unit (JSON of :func:`atlas_bridge.atlas.convert.to_entity_records`
     plus the unit's process ids, relation counts and dataset kinds), then one ``("header", ...)`` with
     per-file counts, problems and the worker's peak RSS and CPU time. A unit's process tier (processes,
-    column lineage) is final here; only its datasets and columns are merged on the driver. Units are
-    converted one by one, not per partition, so what the driver receives does not depend on how the
-    units were cut into partitions.
+    column lineage) is final here, but for a process other units' statements share too (the driver makes
+    their union from the records and ``sides``); only its datasets and columns are merged on the driver.
+    Units are converted one by one, not per partition, so what the driver receives does not depend on
+    how the units were cut into partitions.
 
     ``per_unit``: each unit's records are followed by ``("schema", ...)`` (the tables it defines, their
     rank - 0 SQL, 1 SQLFlow - and its look-ups) and ``("uhead", ...)`` (its file counts and problems), and

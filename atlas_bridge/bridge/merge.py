@@ -31,6 +31,11 @@ from atlas_bridge.model import Lineage, PausedGC, Relation
 logger = logging.getLogger(__name__)
 
 
+def _record_line(record: Mapping[str, Any]) -> str:
+    """A process-tier record's JSON line, as executors write it (its length bounds the entity's size)."""
+    return json.dumps(record, separators=(",", ":"), ensure_ascii=False)
+
+
 class EntityCollector:
     """Driver side: folds the units' entity records, in unit order, into what is delivered.
 
@@ -38,8 +43,11 @@ class EntityCollector:
     most specific type, attributes first seen kept); they are as many as the distinct tables and columns,
     whatever the number of scripts. Process-tier records (processes, column lineage, executions) are
     final already and go straight to spill files, so the driver's memory does not grow with the number of
-    statements. A process (by qualifiedName) seen in an earlier unit is skipped with everything it owns:
-    the same statement writing the same tables, first occurrence in file order wins.
+    statements. A process (by qualifiedName) that later units hold too (statements of several scripts
+    sharing operation, inputs and outputs) is sent once, as the union of all of them: its later
+    occurrences are spilled aside with what their merge needs (each unit's ``sides``), and
+    :meth:`finish` merges them with the first (:func:`~atlas_bridge.atlas.convert.merge_process_group`),
+    so memory grows with the processes that recur, never with those seen once.
     """
 
     def __init__(self, spill_dir: str | os.PathLike[str]) -> None:
@@ -58,12 +66,27 @@ class EntityCollector:
         self._text_path = self._dir / "texts"
         self._records_path = self._dir / "records.jsonl"
         self._tasks_path = self._dir / "tasks"  # the tasks' text files (local masters), see task_dir
+        # What merging a recurring process needs: each first occurrence's side (where: its meta line),
+        # the later occurrences whole (records, text and side, a line each), then the merged groups (meta
+        # lines and texts, in the order of the first occurrences they replace; records in records.jsonl).
+        self._sides_path = self._dir / "sides.jsonl"
+        self._aside_path = self._dir / "aside.jsonl"
+        self._merged_meta_path = self._dir / "merged.jsonl"
+        self._merged_text_path = self._dir / "merged-texts"
         self._fhs: list[Any] | None = [
             open(self._meta_path, "w", encoding="utf-8"),  # noqa: SIM115
             open(self._text_path, "wb"),  # noqa: SIM115
             open(self._records_path, "wb"),  # noqa: SIM115
+            open(self._sides_path, "wb"),  # noqa: SIM115
+            open(self._aside_path, "wb"),  # noqa: SIM115
         ]
+        for path in (self._merged_meta_path, self._merged_text_path):
+            path.unlink(missing_ok=True)
         self._offset = 0  # bytes written to the records file
+        self._side_offset = 0  # ... to the sides file
+        self._aside_offset = 0  # ... to the aside file
+        self._aside: dict[str, list[int]] = {}  # a recurring group -> where its later occurrences are
+        self._merged = False  # the recurring groups are merged (merged.jsonl replaces their first lines)
         self._spilled = 0
         self._group_text: GroupText | None = None
         self._dataset_groups: list[Group] | None = None
@@ -95,23 +118,23 @@ class EntityCollector:
         # Process-tier records come as spill groups (made where they were converted), as the records' JSON
         # (executors serialise them), or as records.
         entries = records.get("process_groups")
-        if entries is not None:
-            groups = {e[0] for e in entries}
-            seen = groups & self._groups
-        else:
+        if entries is None:
             lines = records.get("process_lines")
             if lines is None:
                 lines = [
                     [rec["group"], json.dumps(rec, separators=(",", ":"), ensure_ascii=False)]
                     for rec in records["processes"]
                 ]
-            groups = {group for group, _ in lines}
-            seen = groups & self._groups
-            entries = process_groups([x for x in lines if x[0] not in seen], self._texts())
-        self._groups |= groups
+            entries = process_groups(lines, self._texts())
+        sides = records.get("sides", {})
         for entry in entries:
-            if entry[0] not in seen:
-                self._spill_group(entry)
+            side = sides.get(entry[0])
+            side_text = b"" if side is None else dumps(side).encode("utf-8")
+            if entry[0] in self._groups:
+                self._spill_aside(entry, side_text)
+            else:
+                self._spill_group(entry, side_text)
+        self._groups.update(e[0] for e in entries)
         for ds_id, kind in records.get("kinds", {}).items():
             old_kind = self._kinds.get(ds_id)
             if old_kind is None or (kind == "view" and old_kind != "view"):
@@ -134,7 +157,10 @@ class EntityCollector:
             self._fhs = None
 
     def finish(self) -> None:
-        """Close the spill files and fix the dataset tier's order (types are final now)."""
+        """Merge the processes several units hold, close the spill files and fix the dataset tier's order
+        (types are final now)."""
+        if self._fhs is not None and self._aside:
+            self._merge_recurring()
         self.close()
         if self._dataset_order is None:
             keep = [k for k, v in self._datasets.items() if v[1] in self._used]
@@ -259,12 +285,15 @@ class EntityCollector:
         self._tasks_path.mkdir(exist_ok=True)
         return self._tasks_path
 
-    def _spill_group(self, entry: list[Any]) -> None:
-        """Write one process group (see :func:`process_groups`): meta line, text line, its records. A text
-        line a task wrote already (``[file, offset, length, tab]``) stays where it is."""
+    def _spill_group(self, entry: list[Any], side: bytes, merged: tuple[Any, Any] | None = None) -> None:
+        """Write one process group (see :func:`process_groups`): meta line, text line, its records, its
+        side (what merging it with a later unit's needs). A text line a task wrote already (``[file,
+        offset, length, tab]``) stays where it is. ``merged``: the meta and text files of merged groups."""
         assert self._fhs is not None
         group, tier, sizes, split, text_line, records = entry
-        meta, text, raw = self._fhs
+        meta, text, raw, sides, _ = self._fhs
+        if merged is not None:
+            meta, text = merged
         # Bytes from the executor (decode_unit) to the body: a body is bytes on the wire.
         data = records if isinstance(records, bytes) else records.encode("utf-8")
         where: list[Any] = []
@@ -279,10 +308,84 @@ class EntityCollector:
             # Where the line's tab is: the head and the text are read apart, without copying the text.
             tab, length = line.index(b"\t"), len(line)
             text.write(line)
-        meta.write(dumps([tier, group, sizes, split, self._offset, len(data), tab, length, *where]) + "\n")
+        sides.write(side)
+        at = [self._offset, len(data), tab, length, self._side_offset, len(side), *where]
+        meta.write(dumps([tier, group, sizes, split, *at]) + "\n")
         raw.write(data)
         self._offset += len(data)
+        self._side_offset += len(side)
         self._spilled += len(sizes)
+
+    def _spill_aside(self, entry: list[Any], side: bytes) -> None:
+        """Keep a later occurrence of a process group (another unit holds it too) for :meth:`finish`: its
+        records (or text line, read from its task's file if there), and its side, on one line."""
+        assert self._fhs is not None
+        group, tier, sizes, split, text_line, records = entry
+        if isinstance(text_line, list):
+            name, at, length, _ = text_line
+            if not isinstance(name, str) or not _TASK_FILE_NAME.fullmatch(name):
+                msg = f"not a task's text file: {name!r}"
+                raise ValueError(msg)
+            with _TaskFiles(self._tasks_path) as tasks:
+                text_line = tasks.at(name, int(at)).read(int(length))
+        line = text_line.decode("utf-8") if isinstance(text_line, bytes) else text_line
+        data = records.decode("utf-8") if isinstance(records, bytes) else records
+        side_value = loads(side.decode("utf-8")) if side else None
+        row = (dumps([group, tier, sizes, split, line, data, side_value]) + "\n").encode("utf-8")
+        self._fhs[4].write(row)
+        self._aside.setdefault(group, []).append(self._aside_offset)
+        self._aside_offset += len(row)
+
+    def _merge_recurring(self) -> None:
+        """Each process group several units hold, as the union of their statements: merged with its later
+        occurrences into merged.jsonl, which :meth:`_all_groups` reads in place of its first occurrence."""
+        from atlas_bridge.atlas.convert import merge_process_group
+
+        assert self._fhs is not None
+        for fh in self._fhs:
+            fh.flush()
+        with (
+            open(self._merged_meta_path, "w", encoding="utf-8") as merged_meta,
+            open(self._merged_text_path, "wb") as merged_text,
+            open(self._records_path, "rb") as raw,
+            open(self._sides_path, "rb") as sides,
+            open(self._aside_path, "rb") as aside,
+        ):
+            unchanged: list[str] = []
+            for g, side_at, side_length in self._spilled_groups(True, with_sides=True):
+                later = self._aside.get(g.group)
+                if later is None:
+                    continue
+                sides.seek(side_at)
+                side = loads(sides.read(side_length).decode("utf-8")) if side_length else None
+                occurrences = [(self._process_records(g, raw), side)]
+                for at in later:
+                    aside.seek(at)
+                    _, tier, _, _, line, data, later_side = loads(aside.readline().decode("utf-8"))
+                    if data:
+                        recs = [loads(x) for x in data.split("\n") if x]
+                    else:
+                        head, _, body = line.partition("\t")
+                        recs = records_from_text(tier, g.group, head, body)
+                    occurrences.append((recs, later_side))
+                sided = [(r, s) for r, s in occurrences if s is not None]
+                if len(sided) < len(occurrences):  # records made without sides: the first stays
+                    logger.warning(
+                        "process %s: units without what merging needs, the first one's kept", g.group
+                    )
+                    merged = occurrences[0][0]
+                else:
+                    merged = merge_process_group(sided)
+                if merged == occurrences[0][0]:  # the later ones add nothing (a script copied): it stays
+                    unchanged.append(g.group)
+                    continue
+                lines = [(r["group"], _record_line(r)) for r in merged]
+                (entry,) = process_groups(lines, self._texts())
+                self._spilled -= len(g.sizes)
+                self._spill_group(entry, b"", (merged_meta, merged_text))
+        for group in unchanged:
+            del self._aside[group]
+        self._merged = True
 
     def _groups_of_datasets(self) -> list[Group]:
         """The dataset tier as groups (a dataset and its columns), made once (types are final then)."""
@@ -305,19 +408,41 @@ class EntityCollector:
         """Every group in delivery order; with ``render``, a process group's ``data`` is its text line's head
         and text (the tab between them skipped), and where its records are."""
         yield from self._groups_of_datasets()
+        for g, _, _ in self._spilled_groups(render):
+            yield g
+
+    def _spilled_groups(self, render: bool, *, with_sides: bool = False) -> Iterator[tuple[Group, int, int]]:
+        """The process groups (see :meth:`_all_groups`), each with where its side is; once merged, a group
+        several units hold is its merged group, where its first occurrence was (``with_sides``: never)."""
+        merged = self._merged and not with_sides
         with (
             open(self._meta_path, encoding="utf-8") as meta,
             open(self._text_path, "rb") as own,
             _TaskFiles(self._tasks_path) as tasks,
+            open(self._merged_meta_path if merged else os.devnull, encoding="utf-8") as merged_meta,
+            open(self._merged_text_path if merged else os.devnull, "rb") as merged_text,
         ):
             for line in meta:
-                tier, group, sizes, split, offset, length, tab, text_length, *where = loads(line)
+                tier, group, sizes, split, offset, length, tab, text_length, side_at, side_length, *where = (
+                    loads(line)
+                )
+                text = own
+                if merged and group in self._aside:
+                    if render and not where:
+                        own.seek(text_length, os.SEEK_CUR)  # its text, replaced by the merged group's
+                    tier, group, sizes, split, offset, length, tab, text_length, *_ = loads(next(merged_meta))
+                    where, text = [], merged_text
                 if render:
-                    text = tasks.at(*where) if where else own  # a task's file, or the spill's own
+                    if where:
+                        text = tasks.at(*where)  # a task's file
                     head, _, body = text.read(tab), text.read(1), text.read(text_length - tab - 1)
-                    yield Group(tier, group, sizes, bool(split), (head, body, offset, length))
+                    yield (
+                        Group(tier, group, sizes, bool(split), (head, body, offset, length)),
+                        side_at,
+                        side_length,
+                    )
                 else:
-                    yield Group(tier, group, sizes, bool(split), None)
+                    yield Group(tier, group, sizes, bool(split), None), side_at, side_length
 
     def dataset_types(self) -> dict[str, str]:
         """Final typeName of every dataset, by qualifiedName."""
