@@ -181,6 +181,8 @@ _RESULTSET_NAME = re.compile(
 
 _NO_ATTRS: dict[str, str] = {}
 """The attributes of an object once the model holds it (shared: never written to)."""
+_NO_COLUMNS: list[Any] = []
+"""The raw columns of an object once the model holds them (shared: never written to)."""
 
 _DOUBLED_QUOTES = re.compile(r'=""([^"<>&\n]*)""')
 _COORD_POINT = re.compile(r"\[\s*(-?\d+)\s*,\s*(-?\d+)\s*(?:,([^\],\[]*))?\]")  # linear: no lazy part
@@ -201,8 +203,6 @@ class _RawSpan:
     def span(self) -> Span:
         return Span(line=self.line, column=self.column, end_line=self.end_line, end_column=self.end_column)
 
-    def key(self) -> _SpanKey:
-        return (self.line, self.column, self.end_line, self.end_column)
 
     def encloses(self, other: _RawSpan) -> bool:
         if self.file_hash != other.file_hash:
@@ -216,13 +216,25 @@ class _RawSpan:
         )
 
 
-_SpanKey = tuple[int, int, int, int]
-"""A span as (line, column, end line, end column): what the builder keeps until it makes the model's
-:class:`~atlas_bridge.model.Span` (a tenth of its size)."""
+_SpanKeys = tuple[int, ...]
+"""Spans as one flat run of (line, column, end line, end column): what the builder keeps until it makes the
+model's :class:`~atlas_bridge.model.Span` s (a tenth of their size; one tuple for all a column's spans)."""
 
 
-def _spans(keys: tuple[_SpanKey, ...]) -> tuple[Span, ...]:
-    return tuple(Span(line=a, column=b, end_line=c, end_column=d) for a, b, c, d in keys)
+def _span_keys(spans: tuple[_RawSpan, ...]) -> _SpanKeys:
+    if not spans:
+        return ()
+    if len(spans) == 1:
+        s = spans[0]
+        return (s.line, s.column, s.end_line, s.end_column)
+    return tuple(v for s in spans for v in (s.line, s.column, s.end_line, s.end_column))
+
+
+def _spans(keys: _SpanKeys) -> tuple[Span, ...]:
+    return tuple(
+        Span(line=keys[i], column=keys[i + 1], end_line=keys[i + 2], end_column=keys[i + 3])
+        for i in range(0, len(keys), 4)
+    )
 
 
 @dataclass(slots=True)
@@ -235,7 +247,7 @@ class _LightColumn:
     system: bool
     data_type: str | None
     expression: str | None
-    spans: tuple[_SpanKey, ...]
+    spans: _SpanKeys
 
     def column(self) -> Column:
         return Column(
@@ -245,6 +257,63 @@ class _LightColumn:
             expression=self.expression,
             spans=_spans(self.spans),
         )
+
+
+_OPTIONAL_DATASET_FIELDS = ("db", "catalog", "sub_type", "uri", "alias", "file_format")
+
+
+@dataclass(slots=True)
+class _LightDataset:
+    """A dataset as the builder gathers it (merged over the objects of its id), made into a
+    :class:`~atlas_bridge.model.Dataset` only when a piece holds it. Its columns are a list (most datasets
+    have a few: a dict each cost more than the rest of the dataset), looked up by name through an index
+    once they are many."""
+
+    id: str
+    kind: DatasetKind
+    name: str
+    db: str | None
+    catalog: str | None
+    sub_type: str | None
+    uri: str | None
+    alias: str | None
+    file_format: str | None
+    process_ids: tuple[str, ...]
+    spans: _SpanKeys
+    columns: tuple[_LightColumn, ...] | list[_LightColumn] = ()
+    """A tuple while they are few (most datasets have one or two: a list each cost more than they)."""
+    index: dict[str, _LightColumn] | None = None
+
+    def column(self, name: str) -> _LightColumn | None:
+        if self.index is not None:
+            return self.index.get(name)
+        for col in self.columns:
+            if col.name == name:
+                return col
+        return None
+
+    def add(self, col: _LightColumn) -> None:
+        if isinstance(self.columns, tuple):
+            if len(self.columns) < 8:
+                self.columns += (col,)
+                return
+            self.columns = list(self.columns)
+            self.index = {c.name: c for c in self.columns}
+        self.columns.append(col)
+        assert self.index is not None
+        self.index[col.name] = col
+
+    def dataset(self) -> Dataset:
+        kwargs: dict[str, Any] = {"id": self.id, "kind": self.kind, "name": self.name}
+        for key in _OPTIONAL_DATASET_FIELDS:
+            value = getattr(self, key)
+            if value is not None:
+                kwargs[key] = value
+        if self.process_ids:
+            kwargs["process_ids"] = self.process_ids
+        if self.spans:
+            kwargs["spans"] = _spans(self.spans)
+        return Dataset(**kwargs, columns=tuple(c.column() for c in self.columns))
 
 
 @dataclass(slots=True)
@@ -268,7 +337,10 @@ class _RawObject:
     ext: dict[str, str] = field(default_factory=dict)
     declared: bool = True
     position: int = 0
-    """Its place in the document (the builder's)."""
+    """Its place in the document (the builder's, until its dataset is made)."""
+    kind: DatasetKind | None = None
+    ds_id: str = ""
+    """Its dataset's id, once the builder made it."""
 
 
 @dataclass(slots=True)
@@ -643,7 +715,7 @@ def _read_xml_element(el: Element, doc: _RawDoc) -> None:
     attrs, ext = _xml_attrs(el)
     spans = _parse_coordinates(attrs.get("coordinate"))
     if low in _OBJECT_TAGS:
-        obj_tag = low
+        obj_tag = sys.intern(low)  # one string for every object's tag
         if low == "table" and attrs.get("type", "").lower() in ("pseudotable", "constanttable"):
             obj_tag = attrs["type"].lower()
         attrs.pop("coordinate", None)  # in spans now (an object's coordinate string is kept by nothing)
@@ -1408,15 +1480,14 @@ class _Builder:
         self._starts: dict[str, list[tuple[tuple[int, int], _RawSpan, str]]] | None = None
         self._start_keys: dict[str, list[tuple[int, int]]] = {}
         self.upstream: dict[str, set[str]] = defaultdict(set)  # raw object id -> processes writing into it
-        self.dataset_ids: dict[str, str] = {}  # raw object id -> model id
-        self.kinds: dict[str, DatasetKind] = {}
-        self.columns: dict[str, dict[str, _LightColumn]] = defaultdict(dict)  # dataset id -> name -> column
         # raw column id -> (raw object id, name) of its first declaration; (raw object id, raw column id) ->
         # column name where that differs (a column id reused, a column renamed): most columns are in one map.
         self.global_columns: dict[str, tuple[str, str]] = {}
         self.column_by_id: dict[tuple[str, str], str] = {}
-        # model id -> Dataset kwargs without columns, None values left out, spans as _SpanKey s
-        self.datasets: dict[str, dict[str, Any]] = {}
+        # Column ids the relations' ends name (each kept as one string): only those are ever looked up, so
+        # only those are in the maps above (most columns of a catalogue-like export are in no relation).
+        self._named_columns: dict[str, str] = {}
+        self.datasets: dict[str, _LightDataset] = {}  # model id -> dataset
         self.relations: list[Relation] = []
         self._keys: list[str | None] = []  # per column-level relation: its group's key (chunked reading)
         self._parent: dict[str, str] = {}  # union-find of group tokens
@@ -1587,9 +1658,13 @@ class _Builder:
         declared_processes = {p.id for p in self.doc.processes}
         declared_objects = {o.id for o in self.doc.objects if o.id}
         named: set[str] = set()
+        named_columns = self._named_columns
         for rel in self.doc.iter_relations():
             pid = rel.attrs.get("processId")
             v2 = bool(rel.ext.get("v2"))
+            for end in (rel.target, *rel.sources):
+                if end is not None and end.id:
+                    named_columns.setdefault(end.id, end.id)
             if pid and pid not in declared_processes:
                 declared_processes.add(pid)
                 self._survey_processes.append((pid, rel.attrs.get("processType"), rel.id, v2))
@@ -1736,7 +1811,7 @@ class _Builder:
             root for target_id, _ in self._survey_writes if (root := _root(self._statement, target_id))
         }
         for oid, obj in self.objects.items():
-            kind = self.kinds[oid]
+            kind = obj.kind
             if kind not in _STATEMENT_LOCAL:
                 continue
             scope = scopes[oid] = self._scope_of(obj, downstream)
@@ -1751,7 +1826,7 @@ class _Builder:
                 index[(name, root)] = k
         for oid, scope in scopes.items():
             obj = self.objects[oid]
-            if scope == self.scope and self.kinds[oid] is DatasetKind.RESULTSET and "id" not in obj.ext:
+            if scope == self.scope and obj.kind is DatasetKind.RESULTSET and "id" not in obj.ext:
                 name = obj.ext.get("name") or unquote(obj.attrs.get("name") or oid)
                 k = index[(name, _root(self._statement, oid))]
                 if k > 1:
@@ -1813,12 +1888,13 @@ class _Builder:
 
     def datasets_from_objects(self) -> None:
         downstream = self._downstream_processes()
-        for oid, obj in self.objects.items():
-            self.kinds[oid] = self._kind(obj)
+        for obj in self.objects.values():
+            obj.kind = self._kind(obj)
         scopes = self._statement_scopes(downstream)
         del downstream
         for oid, obj in self.objects.items():
-            kind = self.kinds[oid]
+            kind = obj.kind
+            assert kind is not None
             raw_name = obj.attrs.get("name") or obj.attrs.get("displayName") or obj.attrs.get("uri") or oid
             location = obj.attrs.get("uri") or obj.attrs.get("location")  # stages/datasources: location
             uri = unquote(location) if location else None
@@ -1857,52 +1933,53 @@ class _Builder:
                     process_ids.append(self.process_ids[token])
                 else:
                     self.warn(f"object {oid!r} ({raw_name}) names unknown process {token!r} in processIds")
-            self.dataset_ids[oid] = ds_id
-            optional = {
-                "db": db,
-                "catalog": catalog,
-                "sub_type": sub_type or None,
-                "uri": uri,
-                "alias": obj.attrs.get("alias") or None,
-                "file_format": obj.attrs.get("fileFormat") or None,
-            }
-            kwargs: dict[str, Any] = {"id": ds_id, "kind": kind, "name": name}
-            kwargs.update((k, v) for k, v in optional.items() if v is not None)
-            if process_ids:
-                kwargs["process_ids"] = tuple(process_ids)
-            if obj.spans:
-                kwargs["spans"] = tuple(s.key() for s in obj.spans)
-            old = self.datasets.get(ds_id)
-            if old is not None:
-                for key in ("process_ids", "spans"):
-                    if key in old or key in kwargs:
-                        kwargs[key] = old.get(key, ()) + kwargs.get(key, ())
-                for key in optional:
-                    if old.get(key) is not None:
-                        kwargs[key] = old[key]
-                kwargs["kind"] = old["kind"]
-            self.datasets[ds_id] = kwargs
+            obj.ds_id = ds_id
+            spans = _span_keys(obj.spans)
+            ds = self.datasets.get(ds_id)
+            if ds is None:
+                self.datasets[ds_id] = _LightDataset(
+                    ds_id,
+                    kind,
+                    name,
+                    db,
+                    catalog,
+                    sub_type or None,
+                    uri,
+                    obj.attrs.get("alias") or None,
+                    obj.attrs.get("fileFormat") or None,
+                    tuple(process_ids),
+                    spans,
+                )
+            else:  # another object of the same dataset: its first values stand, its lists grow
+                ds.name = name
+                ds.db = ds.db if ds.db is not None else db
+                ds.catalog = ds.catalog if ds.catalog is not None else catalog
+                ds.sub_type = ds.sub_type if ds.sub_type is not None else sub_type or None
+                ds.uri = ds.uri if ds.uri is not None else uri
+                ds.alias = ds.alias if ds.alias is not None else obj.attrs.get("alias") or None
+                ds.file_format = (
+                    ds.file_format if ds.file_format is not None else obj.attrs.get("fileFormat") or None
+                )
+                ds.process_ids += tuple(process_ids)
+                ds.spans += spans
             for col in obj.columns:
                 self._add_column(oid, col.id, col.name, col.system, col.spans, col.data_type, col.ext)
             # What the relations still need of the object is its writers: the rest is let go (memory).
-            obj.columns, obj.spans = [], ()
+            obj.columns, obj.spans, obj.position = _NO_COLUMNS, (), 0
             writers = obj.attrs.get("processIds")
             obj.attrs = {"processIds": writers} if writers else _NO_ATTRS
             obj.ext = _NO_ATTRS
         self.doc.objects = []
 
     def dataset(self, ds_id: str) -> Dataset:
-        """The model's dataset, made from what the builder gathered (see :class:`_LightColumn`)."""
-        kwargs = dict(self.datasets[ds_id])
-        if "spans" in kwargs:
-            kwargs["spans"] = _spans(kwargs["spans"])
-        columns = tuple(c.column() for c in self.columns.get(ds_id, {}).values())
-        return Dataset(**kwargs, columns=columns)
+        """The model's dataset, made from what the builder gathered (see :class:`_LightDataset`)."""
+        return self.datasets[ds_id].dataset()
 
     def _column_name(self, oid: str, raw_name: str, system: bool) -> tuple[str, bool]:
         if is_pseudo_rows(raw_name):
             return PSEUDO_ROWS, True
-        if self.kinds.get(oid) is DatasetKind.CONSTANT_TABLE:
+        obj = self.objects.get(oid)
+        if obj is not None and obj.kind is DatasetKind.CONSTANT_TABLE:
             return raw_name, system  # literal text: its quotes are the value
         return unquote(raw_name), system
 
@@ -1920,18 +1997,18 @@ class _Builder:
             name = ext["name"]
         else:
             name, system = self._column_name(oid, raw_name, system)
-        ds_id = self.dataset_ids[oid]
-        cols = self.columns[ds_id]
-        keys = tuple(s.key() for s in spans)
-        old = cols.get(name)
+        ds = self.datasets[self.objects[oid].ds_id]
+        keys = _span_keys(spans)
+        old = ds.column(name)
         if old is None:
-            cols[name] = _LightColumn(name, system, data_type or None, ext.get("expression"), keys)
+            ds.add(_LightColumn(name, system, data_type or None, ext.get("expression"), keys))
         else:
             old.spans += keys
             old.system = old.system or system
             old.data_type = old.data_type or data_type or None
             old.expression = old.expression or ext.get("expression")
-        if col_id:
+        col_id = self._named_columns.get(col_id) if col_id else None
+        if col_id is not None:
             first = self.global_columns.setdefault(col_id, (oid, name))
             key = (oid, col_id)
             if first != (oid, name) or key in self.column_by_id:
@@ -1941,7 +2018,8 @@ class _Builder:
     # -- relations -------------------------------------------------------------------------------------
     def _resolve(self, end: _RawEnd, rel: _RawRelation) -> ColumnRef | None:
         oid = end.parent_id
-        if oid is None or oid not in self.dataset_ids:
+        obj = self.objects.get(oid) if oid is not None else None
+        if oid is None or obj is None or not obj.ds_id:
             self.warn(
                 f"relation {rel.id!r}: endpoint {end.id!r} ({end.parent_name}.{end.column}) names no known "
                 "object; edge dropped",
@@ -1958,14 +2036,14 @@ class _Builder:
             name = self.global_columns[end.id][1]
         if name is None:
             raw_name = end.column or end.id or "?"
-            if self.objects[oid].declared:
+            if obj.declared:
                 self.warn(
                     f"relation {rel.id!r}: column {end.id!r} ({raw_name}) is not declared in object "
                     f"{oid!r}; added",
                     end.spans[0] if end.spans else None,
                 )
             name = self._add_column(oid, end.id, raw_name, end.system, (), None, {})
-        return ColumnRef(dataset_id=self.dataset_ids[oid], column=name)
+        return ColumnRef(dataset_id=obj.ds_id, column=name)
 
     def _column_relations(self, *, table_level: bool = True) -> Iterator[dict[str, Any]]:
         """The column-level relations (as ``Relation`` arguments) in document order; table-level ones go
@@ -2083,7 +2161,7 @@ class _Builder:
         for rel, sid, tid in edges:
             rtype = _RELATION_TYPES[rel.type.strip().lower()][0]
             s_proc, t_proc = sid in self.process_ids, tid in self.process_ids
-            if (not s_proc and sid not in self.dataset_ids) or (not t_proc and tid not in self.dataset_ids):
+            if (not s_proc and not self._has_dataset(sid)) or (not t_proc and not self._has_dataset(tid)):
                 self.warn(f"table-level relation {rel.id!r} names unknown object {sid!r} or {tid!r}; skipped")
                 continue
             if t_proc and not s_proc:
@@ -2108,14 +2186,18 @@ class _Builder:
         for sid, tid, rtype in direct:
             self._pseudo_edge(sid, tid, rtype, None)
 
+    def _has_dataset(self, oid: str) -> bool:
+        obj = self.objects.get(oid)
+        return obj is not None and bool(obj.ds_id)
+
     def _pseudo_edge(self, sid: str, tid: str, rtype: RelationType, process_id: str | None) -> None:
         source = self._add_column(sid, None, PSEUDO_ROWS, True, (), None, {})
         target = self._add_column(tid, None, PSEUDO_ROWS, True, (), None, {})
         self.relations.append(
             Relation(
                 type=rtype,
-                source=ColumnRef(dataset_id=self.dataset_ids[sid], column=source),
-                target=ColumnRef(dataset_id=self.dataset_ids[tid], column=target),
+                source=ColumnRef(dataset_id=self.objects[sid].ds_id, column=source),
+                target=ColumnRef(dataset_id=self.objects[tid].ds_id, column=target),
                 process_id=process_id,
             )
         )
@@ -2152,7 +2234,7 @@ class _Builder:
         self.collect_objects()
         processes = [*processes, *self.derive_processes()]
         self.datasets_from_objects()
-        local = {self.dataset_ids[o] for o, k in self.kinds.items() if k in _STATEMENT_LOCAL}
+        local = {o.ds_id for o in self.objects.values() if o.kind in _STATEMENT_LOCAL}
         for kwargs in self._column_relations():
             if chunked:
                 self._keys.append(self._group(kwargs, local))
@@ -2180,7 +2262,7 @@ class _Builder:
             raise ExtractionError(msg, file=self.file) from e
         self.relations = []
         if not self._chunked:
-            self.datasets, self.columns = {}, defaultdict(dict)  # in the lineage now
+            self.datasets = {}  # in the lineage now
         logger.debug(
             "read SQLFlow %s: %d datasets, %d processes, %d relations, %d problems",
             self.file or "<input>",
@@ -2255,7 +2337,6 @@ class _Builder:
         for ds_id in sorted(self.datasets):
             ds = self.dataset(ds_id)
             del self.datasets[ds_id]  # no piece names it any more
-            self.columns.pop(ds_id, None)
             batch.append(ds)
             weight += 1 + len(ds.columns)
             if weight >= chunk_relations:
