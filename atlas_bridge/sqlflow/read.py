@@ -61,7 +61,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import PurePath
 from typing import Any
-from xml.etree.ElementTree import Element, ParseError
+from xml.etree.ElementTree import Element, ParseError, TreeBuilder
 
 import defusedxml.ElementTree as DefusedET
 from defusedxml import DefusedXmlException, DTDForbidden, EntitiesForbidden, ExternalReferenceForbidden
@@ -203,7 +203,6 @@ class _RawSpan:
     def span(self) -> Span:
         return Span(line=self.line, column=self.column, end_line=self.end_line, end_column=self.end_column)
 
-
     def encloses(self, other: _RawSpan) -> bool:
         if self.file_hash != other.file_hash:
             return False
@@ -216,24 +215,46 @@ class _RawSpan:
         )
 
 
-_SpanKeys = tuple[int, ...]
-"""Spans as one flat run of (line, column, end line, end column): what the builder keeps until it makes the
-model's :class:`~atlas_bridge.model.Span` s (a tenth of their size; one tuple for all a column's spans)."""
+_SpanKeys = tuple[int, ...] | int
+"""Spans as one flat run of (line, column, end line, end column), what the builder keeps until it makes the
+model's :class:`~atlas_bridge.model.Span` s (a tenth of their size); one span of values under 2**31 (about
+every one) packed in one int (a third of the tuple)."""
+
+_PACK_BITS = 31
+_PACK_MASK = (1 << _PACK_BITS) - 1
 
 
 def _span_keys(spans: tuple[_RawSpan, ...]) -> _SpanKeys:
-    if not spans:
-        return ()
-    if len(spans) == 1:
-        s = spans[0]
-        return (s.line, s.column, s.end_line, s.end_column)
-    return tuple(v for s in spans for v in (s.line, s.column, s.end_line, s.end_column))
+    return _pack_keys(tuple(v for s in spans for v in (s.line, s.column, s.end_line, s.end_column)))
+
+
+def _pack_keys(flat: tuple[int, ...]) -> _SpanKeys:
+    if len(flat) != 4 or not all(0 <= v <= _PACK_MASK for v in flat):
+        return flat
+    a, b, c, d = flat
+    return (((((a << _PACK_BITS) | b) << _PACK_BITS) | c) << _PACK_BITS) | d
+
+
+def _flat_keys(keys: _SpanKeys) -> tuple[int, ...]:
+    if not isinstance(keys, int):
+        return keys
+    m = _PACK_MASK
+    return (keys >> 3 * _PACK_BITS, (keys >> 2 * _PACK_BITS) & m, (keys >> _PACK_BITS) & m, keys & m)
+
+
+def _join_keys(a: _SpanKeys, b: _SpanKeys) -> _SpanKeys:
+    if a == ():
+        return b
+    if b == ():
+        return a
+    return _flat_keys(a) + _flat_keys(b)
 
 
 def _spans(keys: _SpanKeys) -> tuple[Span, ...]:
+    flat = _flat_keys(keys)
     return tuple(
-        Span(line=keys[i], column=keys[i + 1], end_line=keys[i + 2], end_column=keys[i + 3])
-        for i in range(0, len(keys), 4)
+        Span(line=flat[i], column=flat[i + 1], end_line=flat[i + 2], end_column=flat[i + 3])
+        for i in range(0, len(flat), 4)
     )
 
 
@@ -260,6 +281,7 @@ class _LightColumn:
 
 
 _OPTIONAL_DATASET_FIELDS = ("db", "catalog", "sub_type", "uri", "alias", "file_format")
+_RARE_FIELDS = _OPTIONAL_DATASET_FIELDS[1:]
 
 
 @dataclass(slots=True)
@@ -271,49 +293,83 @@ class _LightDataset:
 
     id: str
     kind: DatasetKind
-    name: str
+    name_or_length: str | int
+    """The name, or its length when it is how the id ends (most names: one string less)."""
     db: str | None
-    catalog: str | None
-    sub_type: str | None
-    uri: str | None
-    alias: str | None
-    file_format: str | None
+    rare: tuple[str | None, ...] | None
+    """catalog, sub_type, uri, alias, file_format (None: all None)."""
     process_ids: tuple[str, ...]
     spans: _SpanKeys
-    columns: tuple[_LightColumn, ...] | list[_LightColumn] = ()
-    """A tuple while they are few (most datasets have one or two: a list each cost more than they)."""
+    columns: _LightColumn | tuple[_LightColumn, ...] | list[_LightColumn] = ()
+    """One column alone, a tuple while they are few, a list with an index once many (most datasets have
+    one or two: a list each cost more than they)."""
     index: dict[str, _LightColumn] | None = None
+
+    @property
+    def name(self) -> str:
+        n = self.name_or_length
+        return self.id[len(self.id) - n :] if isinstance(n, int) else n
+
+    @name.setter
+    def name(self, name: str) -> None:
+        self.name_or_length = len(name) if name and self.id.endswith(name) else name
+
+    def get(self, key: str) -> str | None:
+        if key == "db":
+            return self.db
+        return self.rare[_RARE_FIELDS.index(key)] if self.rare is not None else None
+
+    def keep(self, values: dict[str, str | None]) -> None:
+        """Take the optional values this dataset lacks (an earlier object's values stand)."""
+        if self.db is None:
+            self.db = values["db"]
+        rare = tuple(
+            v if v is not None else values[k] for k, v in zip(_RARE_FIELDS, self.all_rare(), strict=True)
+        )
+        self.rare = None if all(v is None for v in rare) else rare
+
+    def all_rare(self) -> tuple[str | None, ...]:
+        return self.rare if self.rare is not None else (None,) * len(_RARE_FIELDS)
+
+    def all_columns(self) -> tuple[_LightColumn, ...] | list[_LightColumn]:
+        cols = self.columns
+        return (cols,) if isinstance(cols, _LightColumn) else cols
 
     def column(self, name: str) -> _LightColumn | None:
         if self.index is not None:
             return self.index.get(name)
-        for col in self.columns:
+        for col in self.all_columns():
             if col.name == name:
                 return col
         return None
 
     def add(self, col: _LightColumn) -> None:
-        if isinstance(self.columns, tuple):
-            if len(self.columns) < 8:
-                self.columns += (col,)
+        if self.columns == ():
+            self.columns = col
+            return
+        cols = self.all_columns()
+        if isinstance(cols, tuple):
+            if len(cols) < 8:
+                self.columns = (*cols, col)
                 return
-            self.columns = list(self.columns)
-            self.index = {c.name: c for c in self.columns}
-        self.columns.append(col)
+            cols = list(cols)
+            self.columns = cols
+            self.index = {c.name: c for c in cols}
+        cols.append(col)
         assert self.index is not None
         self.index[col.name] = col
 
     def dataset(self) -> Dataset:
         kwargs: dict[str, Any] = {"id": self.id, "kind": self.kind, "name": self.name}
         for key in _OPTIONAL_DATASET_FIELDS:
-            value = getattr(self, key)
+            value = self.get(key)
             if value is not None:
                 kwargs[key] = value
         if self.process_ids:
             kwargs["process_ids"] = self.process_ids
         if self.spans:
             kwargs["spans"] = _spans(self.spans)
-        return Dataset(**kwargs, columns=tuple(c.column() for c in self.columns))
+        return Dataset(**kwargs, columns=tuple(c.column() for c in self.all_columns()))
 
 
 @dataclass(slots=True)
@@ -602,20 +658,82 @@ def _defused(file: str | None) -> Iterator[None]:
 _ROOT_TAGS = frozenset({"dlineage", "dligneage", "fragment"})
 
 
-def _xml_top_elements(data: bytes, file: str | None) -> Iterator[Element]:
+_RELATION_TAGS = frozenset({"relation", "relationship"})
+
+
+class _RelationRuns(TreeBuilder):
+    """A tree builder that notes where the root's relation children lie in the text (byte ranges, runs of
+    adjacent ones joined), as expat reads them: the builder's later passes over the relations then read
+    those bytes only, not the whole document again (in a catalogue-like export, relations are a few percent
+    of it). Nothing else of the document is kept."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.expat: Any = None
+        self.depth = 0
+        self.dlineage = False  # the root is <dlineage> (else it is the one element: no ranges)
+        self.first_child = -1
+        """Where the root's first child starts: the text before it (declaration, root tag) starts a pass."""
+        self.root_end = -1
+        """Where the root's end tag starts: the text from it on ends each pass."""
+        self.runs: list[list[int]] = []  # [start, end] of each run of relation elements
+        self.open = False  # the last child seen is a relation: its run is not closed yet
+
+    def start(self, tag: str, attrs: dict[str, str]) -> Element:
+        self.depth += 1
+        if self.depth == 1:
+            self.dlineage = _local(tag).lower() in _ROOT_TAGS
+        elif self.depth == 2:
+            at = int(self.expat.CurrentByteIndex)
+            if self.first_child < 0:
+                self.first_child = at
+            relation = _local(tag).lower() in _RELATION_TAGS
+            if self.open and not relation:
+                self.runs[-1][1] = at
+            elif relation and not self.open:
+                self.runs.append([at, -1])
+            self.open = relation
+        el: Element = super().start(tag, attrs)
+        return el
+
+    def end(self, tag: str) -> Element:
+        if self.depth == 1:
+            self.root_end = int(self.expat.CurrentByteIndex)
+            if self.open:
+                self.runs[-1][1] = self.root_end
+                self.open = False
+        self.depth -= 1
+        el: Element = super().end(tag)
+        return el
+
+    def ranges(self, size: int) -> list[tuple[int, int]] | None:
+        """The byte ranges of a document holding the root and its relations only (None: not known)."""
+        if not self.dlineage or self.first_child < 0 or self.root_end < 0 or any(e < 0 for _, e in self.runs):
+            return None
+        return [(0, self.first_child), *((a, b) for a, b in self.runs), (self.root_end, size)]
+
+
+def _xml_top_elements(
+    data: bytes,
+    file: str | None,
+    *,
+    runs: _RelationRuns | None = None,
+    ranges: list[tuple[int, int]] | None = None,
+) -> Iterator[Element]:
     """The document's top-level elements one at a time, each dropped once read (iterparse): the tree of
-    the whole document never exists. A root that is not ``<dlineage>`` is itself the one element."""
+    the whole document never exists. A root that is not ``<dlineage>`` is itself the one element.
+    ``runs``: note where the relations lie; ``ranges``: read those byte ranges of ``data`` only."""
     depth = 0
     root: Element | None = None
-    source = _Feed(data)
+    source = _Feed(data, ranges)
     with _defused(file):
-        events = DefusedET.iterparse(
-            source,
-            events=("start", "end"),
-            forbid_dtd=True,
-            forbid_entities=True,
-            forbid_external=True,
+        target = runs if runs is not None else TreeBuilder()
+        parser = DefusedET.DefusedXMLParser(
+            target=target, forbid_dtd=True, forbid_entities=True, forbid_external=True
         )
+        if runs is not None:
+            runs.expat = parser.parser
+        events = DefusedET.iterparse(source, events=("start", "end"), parser=parser)
         for event, item in events:
             source.events += 1
             el: Element = item
@@ -643,18 +761,27 @@ class _Feed:
 
     BASE = 64 * 1024
 
-    def __init__(self, data: bytes) -> None:
+    def __init__(self, data: bytes, ranges: list[tuple[int, int]] | None = None) -> None:
         self.data = memoryview(data)
-        self.pos = 0
+        self.ranges = ranges if ranges is not None else [(0, len(data))]
+        self.part = 0
+        self.pos = self.ranges[0][0] if self.ranges else 0
         self.size = self.BASE
         self.events = 1  # the first read is of the base size
 
     def read(self, _size: int = -1) -> bytes:
         self.size = self.BASE if self.events else self.size * 2
         self.events = 0
-        chunk = bytes(self.data[self.pos : self.pos + self.size])
-        self.pos += len(chunk)
-        return chunk
+        while self.part < len(self.ranges):
+            end = self.ranges[self.part][1]
+            if self.pos < end:
+                chunk = bytes(self.data[self.pos : min(end, self.pos + self.size)])
+                self.pos += len(chunk)
+                return chunk
+            self.part += 1
+            if self.part < len(self.ranges):
+                self.pos = self.ranges[self.part][0]
+        return b""
 
 
 def _parse_xml_stream(data: str | bytes, file: str | None) -> _RawDoc | None:
@@ -664,9 +791,10 @@ def _parse_xml_stream(data: str | bytes, file: str | None) -> _RawDoc | None:
     if isinstance(data, str) and raw[:200].lstrip().startswith(b"<?xml") and b"encoding" in raw[:200]:
         return None  # a declared encoding no longer describes the text once it is a str
     doc = _RawDoc()
+    runs = _RelationRuns()
     try:
-        for el in _xml_top_elements(raw, file):
-            is_relation = _local(el.tag).lower() in ("relation", "relationship")
+        for el in _xml_top_elements(raw, file, runs=runs):
+            is_relation = _local(el.tag).lower() in _RELATION_TAGS
             _read_xml_element(el, doc)
             if doc.relations and not is_relation:
                 return None  # relations nested in another element: read the whole tree
@@ -674,10 +802,15 @@ def _parse_xml_stream(data: str | bytes, file: str | None) -> _RawDoc | None:
     except ParseError:
         return None
 
+    # Later passes read the relations' bytes only (within the root's start and end tags, so that its
+    # namespace declarations and the document's encoding hold): a document whose root is the one element
+    # is read whole again.
+    ranges = runs.ranges(len(raw))
+
     def relations() -> Iterator[_RawRelation]:
         scratch = _RawDoc()
-        for el in _xml_top_elements(raw, file):
-            if _local(el.tag).lower() in ("relation", "relationship"):
+        for el in _xml_top_elements(raw, file, ranges=ranges):
+            if _local(el.tag).lower() in _RELATION_TAGS:
                 attrs, ext = _xml_attrs(el)
                 _read_xml_relation(el, attrs, ext, scratch)
                 yield scratch.relations.pop()
@@ -1936,32 +2069,24 @@ class _Builder:
             obj.ds_id = ds_id
             spans = _span_keys(obj.spans)
             ds = self.datasets.get(ds_id)
+            values = {
+                "db": db,
+                "catalog": catalog,
+                "sub_type": sub_type or None,
+                "uri": uri,
+                "alias": obj.attrs.get("alias") or None,
+                "file_format": obj.attrs.get("fileFormat") or None,
+            }
             if ds is None:
-                self.datasets[ds_id] = _LightDataset(
-                    ds_id,
-                    kind,
-                    name,
-                    db,
-                    catalog,
-                    sub_type or None,
-                    uri,
-                    obj.attrs.get("alias") or None,
-                    obj.attrs.get("fileFormat") or None,
-                    tuple(process_ids),
-                    spans,
+                ds = self.datasets[ds_id] = _LightDataset(
+                    ds_id, kind, name, None, None, tuple(process_ids), spans
                 )
+                ds.name = name  # its length only, when the id ends with it
             else:  # another object of the same dataset: its first values stand, its lists grow
                 ds.name = name
-                ds.db = ds.db if ds.db is not None else db
-                ds.catalog = ds.catalog if ds.catalog is not None else catalog
-                ds.sub_type = ds.sub_type if ds.sub_type is not None else sub_type or None
-                ds.uri = ds.uri if ds.uri is not None else uri
-                ds.alias = ds.alias if ds.alias is not None else obj.attrs.get("alias") or None
-                ds.file_format = (
-                    ds.file_format if ds.file_format is not None else obj.attrs.get("fileFormat") or None
-                )
                 ds.process_ids += tuple(process_ids)
-                ds.spans += spans
+                ds.spans = _join_keys(ds.spans, spans)
+            ds.keep(values)
             for col in obj.columns:
                 self._add_column(oid, col.id, col.name, col.system, col.spans, col.data_type, col.ext)
             # What the relations still need of the object is its writers: the rest is let go (memory).
@@ -2003,7 +2128,7 @@ class _Builder:
         if old is None:
             ds.add(_LightColumn(name, system, data_type or None, ext.get("expression"), keys))
         else:
-            old.spans += keys
+            old.spans = _join_keys(old.spans, keys)
             old.system = old.system or system
             old.data_type = old.data_type or data_type or None
             old.expression = old.expression or ext.get("expression")
