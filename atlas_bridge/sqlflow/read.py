@@ -60,7 +60,7 @@ from collections import defaultdict
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import PurePath
-from typing import Any
+from typing import Any, overload
 from xml.etree.ElementTree import Element, ParseError, TreeBuilder
 
 import defusedxml.ElementTree as DefusedET
@@ -382,12 +382,54 @@ class _RawColumn:
     ext: dict[str, str] = field(default_factory=dict)
 
 
+_KEYS: dict[tuple[str, ...], tuple[str, ...]] = {}
+"""One tuple per set of attribute names (objects of a document share a few sets)."""
+_MAX_KEYS = 10_000
+
+
+class _Attrs(tuple[Any, ...]):
+    """An object's attributes, read only: its names' tuple (shared by the objects of the same names) then
+    its values. A dict each cost more than most objects' text (two or three attributes each)."""
+
+    __slots__ = ()
+
+    @classmethod
+    def of(cls, attrs: dict[str, str]) -> _Attrs:
+        keys = tuple(attrs)
+        shared = _KEYS.get(keys)
+        if shared is None:
+            if len(_KEYS) >= _MAX_KEYS:  # names made up by the thousand: no sharing to be had
+                _KEYS.clear()
+            shared = _KEYS[keys] = keys
+        return cls((shared, *attrs.values()))
+
+    @overload
+    def get(self, key: str) -> str | None: ...
+
+    @overload
+    def get(self, key: str, default: str) -> str: ...
+
+    def get(self, key: str, default: str | None = None) -> str | None:
+        try:
+            value: str = self[self[0].index(key) + 1]
+        except ValueError:
+            return default
+        return value
+
+    def __contains__(self, key: object) -> bool:
+        return key in self[0]
+
+
+_NO_OBJECT_ATTRS = _Attrs.of({})
+
+
 @dataclass(slots=True)
 class _RawObject:
     id: str
     tag: str
     """Element name (XML) or dbobj ``type`` (JSON), lower case."""
-    attrs: dict[str, str]
+    attrs: _Attrs | dict[str, str]
+    """A dict while it is made, then :class:`_Attrs`."""
     spans: tuple[_RawSpan, ...]
     columns: list[_RawColumn] = field(default_factory=list)
     ext: dict[str, str] = field(default_factory=dict)
@@ -397,6 +439,10 @@ class _RawObject:
     kind: DatasetKind | None = None
     ds_id: str = ""
     """Its dataset's id, once the builder made it."""
+
+    def __post_init__(self) -> None:
+        if isinstance(self.attrs, dict):
+            self.attrs = _Attrs.of(self.attrs)
 
 
 @dataclass(slots=True)
@@ -1194,9 +1240,10 @@ def _parse_v2(top: Any) -> _RawDoc:
         if parent is None:
             tag = _v2_object_tag(name, parent_qn, True)
             parent_name = name if tag == "variable" else parent_qn.rpartition(".")[2] or name
-            parent = _RawObject(id=f"v2:{parent_qn}", tag=tag, attrs={"name": parent_name}, spans=())
+            parent_attrs = {"name": parent_name}
             if tag == "variable":
-                parent.attrs["subType"] = "scalar"
+                parent_attrs["subType"] = "scalar"
+            parent = _RawObject(id=f"v2:{parent_qn}", tag=tag, attrs=parent_attrs, spans=())
             doc.objects.append(parent)
             by_qn[parent_qn.lower()] = parent
         cid = _str(col_obj.get("id")) or qn
@@ -1606,6 +1653,9 @@ class _Builder:
         self.scope = scope
         self.problems: list[Problem] = []
         self.objects: dict[str, _RawObject] = {}
+        # Declared tables that name no writer, once their datasets are made: raw object id -> dataset id
+        # (all the later passes need of them; most objects of a catalogue-like export).
+        self.plain: dict[str, str] = {}
         self.process_ids: dict[str, str] = {}  # raw id -> model id
         self.process_spans: dict[str, tuple[_RawSpan, ...]] = {}
         self.process_types: dict[str, str] = {}
@@ -2092,9 +2142,12 @@ class _Builder:
             # What the relations still need of the object is its writers: the rest is let go (memory).
             obj.columns, obj.spans, obj.position = _NO_COLUMNS, (), 0
             writers = obj.attrs.get("processIds")
-            obj.attrs = {"processIds": writers} if writers else _NO_ATTRS
+            obj.attrs = _Attrs.of({"processIds": writers}) if writers else _NO_OBJECT_ATTRS
             obj.ext = _NO_ATTRS
+            if not writers and obj.declared and kind is DatasetKind.TABLE:
+                self.plain[oid] = ds_id
         self.doc.objects = []
+        self.objects = {oid: obj for oid, obj in self.objects.items() if oid not in self.plain}
 
     def dataset(self, ds_id: str) -> Dataset:
         """The model's dataset, made from what the builder gathered (see :class:`_LightDataset`)."""
@@ -2122,7 +2175,7 @@ class _Builder:
             name = ext["name"]
         else:
             name, system = self._column_name(oid, raw_name, system)
-        ds = self.datasets[self.objects[oid].ds_id]
+        ds = self.datasets[self._ds_id(oid)]
         keys = _span_keys(spans)
         old = ds.column(name)
         if old is None:
@@ -2143,8 +2196,8 @@ class _Builder:
     # -- relations -------------------------------------------------------------------------------------
     def _resolve(self, end: _RawEnd, rel: _RawRelation) -> ColumnRef | None:
         oid = end.parent_id
-        obj = self.objects.get(oid) if oid is not None else None
-        if oid is None or obj is None or not obj.ds_id:
+        ds_id = self._ds_id(oid) if oid is not None else ""
+        if oid is None or not ds_id:
             self.warn(
                 f"relation {rel.id!r}: endpoint {end.id!r} ({end.parent_name}.{end.column}) names no known "
                 "object; edge dropped",
@@ -2161,14 +2214,14 @@ class _Builder:
             name = self.global_columns[end.id][1]
         if name is None:
             raw_name = end.column or end.id or "?"
-            if obj.declared:
+            if oid in self.plain or self.objects[oid].declared:
                 self.warn(
                     f"relation {rel.id!r}: column {end.id!r} ({raw_name}) is not declared in object "
                     f"{oid!r}; added",
                     end.spans[0] if end.spans else None,
                 )
             name = self._add_column(oid, end.id, raw_name, end.system, (), None, {})
-        return ColumnRef(dataset_id=obj.ds_id, column=name)
+        return ColumnRef(dataset_id=ds_id, column=name)
 
     def _column_relations(self, *, table_level: bool = True) -> Iterator[dict[str, Any]]:
         """The column-level relations (as ``Relation`` arguments) in document order; table-level ones go
@@ -2268,9 +2321,10 @@ class _Builder:
         """The process that wrote an edge without ``processId``: the target's only writer, or the one of its
         writers whose statement kind is the edge's ``effectType`` (SQLFlow's own table-level rule)."""
         obj = self.objects.get(oid)
-        if obj is None:
+        if obj is None and oid not in self.plain:
             return None
-        writers = [t for t in obj.attrs.get("processIds", "").split() if t in self.process_ids]
+        tokens = obj.attrs.get("processIds", "") if obj is not None else ""
+        writers = [t for t in tokens.split() if t in self.process_ids]
         if not writers:  # no processIds: the processes other edges into the object name
             writers = sorted(self.upstream.get(oid, ()))
         if len(writers) > 1 and effect_type:
@@ -2312,8 +2366,15 @@ class _Builder:
             self._pseudo_edge(sid, tid, rtype, None)
 
     def _has_dataset(self, oid: str) -> bool:
+        return bool(self._ds_id(oid))
+
+    def _ds_id(self, oid: str) -> str:
+        """The dataset id of a raw object ("": none, or not made yet)."""
+        plain = self.plain.get(oid)
+        if plain is not None:
+            return plain
         obj = self.objects.get(oid)
-        return obj is not None and bool(obj.ds_id)
+        return obj.ds_id if obj is not None else ""
 
     def _pseudo_edge(self, sid: str, tid: str, rtype: RelationType, process_id: str | None) -> None:
         source = self._add_column(sid, None, PSEUDO_ROWS, True, (), None, {})
@@ -2321,8 +2382,8 @@ class _Builder:
         self.relations.append(
             Relation(
                 type=rtype,
-                source=ColumnRef(dataset_id=self.objects[sid].ds_id, column=source),
-                target=ColumnRef(dataset_id=self.objects[tid].ds_id, column=target),
+                source=ColumnRef(dataset_id=self._ds_id(sid), column=source),
+                target=ColumnRef(dataset_id=self._ds_id(tid), column=target),
                 process_id=process_id,
             )
         )
