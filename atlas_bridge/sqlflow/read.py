@@ -167,6 +167,7 @@ _KINDS: dict[str, DatasetKind] = {
 _OBJECT_TAGS = frozenset({"table", "view", "resultset", "variable", "path", "stage", "stream", "datasource"})
 _PROCEDURE_TYPES = frozenset({"procedure", "function", "trigger", "macro", "createprocedure"})
 _IGNORED_TAGS = frozenset({"orientation"})
+_PERMANENT_TAGS = frozenset({"table", "view"})
 _STATEMENT_LOCAL = frozenset(
     {DatasetKind.RESULTSET, DatasetKind.VARIABLE, DatasetKind.CONSTANT_TABLE, DatasetKind.PSEUDO_TABLE}
 )
@@ -251,6 +252,8 @@ def _join_keys(a: _SpanKeys, b: _SpanKeys) -> _SpanKeys:
 
 
 def _spans(keys: _SpanKeys) -> tuple[Span, ...]:
+    if keys == ():
+        return ()
     flat = _flat_keys(keys)
     return tuple(
         Span(line=flat[i], column=flat[i + 1], end_line=flat[i + 2], end_column=flat[i + 3])
@@ -877,6 +880,12 @@ def _local(tag: str) -> str:
 
 def _xml_attrs(el: Element) -> tuple[dict[str, str], dict[str, str]]:
     """Plain attributes, and atlas-bridge extension attributes (namespace stripped)."""
+    attrib: dict[str, str] = el.attrib
+    for key in attrib:
+        if key[:1] == "{":
+            break
+    else:  # no namespaced name (about every element): the same names and values
+        return dict(attrib), _NO_ATTRS
     attrs: dict[str, str] = {}
     ext: dict[str, str] = {}
     prefix = "{" + AB_NAMESPACE + "}"
@@ -1813,7 +1822,8 @@ class _Builder:
             if obj.id in self.objects:
                 self.warn(f"object id {obj.id!r} declared twice; the first declaration is used")
                 continue
-            obj.position = len(self.objects)
+            if obj.tag not in _PERMANENT_TAGS or "kind" in obj.ext:  # only resultsets' order is asked
+                obj.position = len(self.objects)
             self.objects[obj.id] = obj
         # Objects relations name but the document does not declare (fragments copied out of docs).
         for rel_id, parent_id, parent_name, parent_alias, function, v2 in self._survey_objects:
