@@ -727,6 +727,7 @@ class _RelationRuns(TreeBuilder):
         """Where the root's end tag starts: the text from it on ends each pass."""
         self.runs: list[list[int]] = []  # [start, end] of each run of relation elements
         self.open = False  # the last child seen is a relation: its run is not closed yet
+        self.is_relation: dict[str, bool] = {}
 
     def start(self, tag: str, attrs: dict[str, str]) -> Element:
         self.depth += 1
@@ -736,7 +737,9 @@ class _RelationRuns(TreeBuilder):
             at = int(self.expat.CurrentByteIndex)
             if self.first_child < 0:
                 self.first_child = at
-            relation = _local(tag).lower() in _RELATION_TAGS
+            relation = self.is_relation.get(tag)
+            if relation is None:
+                relation = self.is_relation[tag] = _local(tag).lower() in _RELATION_TAGS
             if self.open and not relation:
                 self.runs[-1][1] = at
             elif relation and not self.open:
@@ -2088,8 +2091,13 @@ class _Builder:
         for oid, obj in self.objects.items():
             kind = obj.kind
             assert kind is not None
-            raw_name = obj.attrs.get("name") or obj.attrs.get("displayName") or obj.attrs.get("uri") or oid
-            location = obj.attrs.get("uri") or obj.attrs.get("location")  # stages/datasources: location
+            attrs = (
+                obj.attrs
+                if isinstance(obj.attrs, dict)
+                else dict(zip(obj.attrs[0], obj.attrs[1:], strict=True))
+            )
+            raw_name = attrs.get("name") or attrs.get("displayName") or attrs.get("uri") or oid
+            location = attrs.get("uri") or attrs.get("location")  # stages/datasources: location
             uri = unquote(location) if location else None
             db: str | None = None
             catalog: str | None = None
@@ -2100,28 +2108,28 @@ class _Builder:
                 name = unquote(raw_name)
             else:
                 # J2: unqualified name + qualified displayName; prefer the latter when it ends in the former.
-                display = obj.attrs.get("displayName", "")
+                display = attrs.get("displayName", "")
                 qualified = (
                     display
                     if len(split_qualified(display)) > 1 and split_qualified(display)[-1] == raw_name
                     else raw_name
                 )
-                name, db, catalog = qualify(qualified, obj.attrs.get("schema"), obj.attrs.get("database"))
+                name, db, catalog = qualify(qualified, attrs.get("schema"), attrs.get("database"))
             name = obj.ext.get("name", name)
             db = obj.ext["db"] or None if "db" in obj.ext else db
             catalog = obj.ext["catalog"] or None if "catalog" in obj.ext else catalog
             if kind is DatasetKind.RESULTSET:
-                sub_type = obj.attrs.get("type")
+                sub_type = attrs.get("type")
                 if sub_type and sub_type.lower() == "resultset":
                     sub_type = None
             else:
-                sub_type = obj.attrs.get("subType") or obj.attrs.get("tableType")
+                sub_type = attrs.get("subType") or attrs.get("tableType")
             scope = scopes.get(oid)
             ds_id = obj.ext.get("id") or dataset_id(
                 kind, uri if kind is DatasetKind.PATH and uri else name, db, catalog, scope=scope
             )
             process_ids: list[str] = []
-            for token in obj.attrs.get("processIds", "").split():
+            for token in attrs.get("processIds", "").split():
                 if token in self.process_ids:
                     process_ids.append(self.process_ids[token])
                 else:
@@ -2134,8 +2142,8 @@ class _Builder:
                 "catalog": catalog,
                 "sub_type": sub_type or None,
                 "uri": uri,
-                "alias": obj.attrs.get("alias") or None,
-                "file_format": obj.attrs.get("fileFormat") or None,
+                "alias": attrs.get("alias") or None,
+                "file_format": attrs.get("fileFormat") or None,
             }
             if ds is None:
                 ds = self.datasets[ds_id] = _LightDataset(
