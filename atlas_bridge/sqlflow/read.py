@@ -711,14 +711,16 @@ _RELATION_TAGS = frozenset({"relation", "relationship"})
 
 
 class _RelationRuns(TreeBuilder):
-    """A tree builder that notes where the root's relation children lie in the text (byte ranges, runs of
-    adjacent ones joined), as expat reads them: the builder's later passes over the relations then read
-    those bytes only, not the whole document again (in a catalogue-like export, relations are a few percent
-    of it). Nothing else of the document is kept."""
+    """A tree builder that hands over the document's top-level elements as they complete (``done``), and
+    notes where the root's relation children lie in the text (byte ranges, runs of adjacent ones joined),
+    as expat reads them: the builder's later passes over the relations then read those bytes only, not the
+    whole document again (in a catalogue-like export, relations are a few percent of it)."""
 
     def __init__(self) -> None:
         super().__init__()
         self.expat: Any = None
+        self.root: Element | None = None
+        self.done: list[Element] = []
         self.depth = 0
         self.dlineage = False  # the root is <dlineage> (else it is the one element: no ranges)
         self.first_child = -1
@@ -733,7 +735,9 @@ class _RelationRuns(TreeBuilder):
         self.depth += 1
         if self.depth == 1:
             self.dlineage = _local(tag).lower() in _ROOT_TAGS
-        elif self.depth == 2:
+            self.root = super().start(tag, attrs)
+            return self.root
+        if self.depth == 2:
             at = int(self.expat.CurrentByteIndex)
             if self.first_child < 0:
                 self.first_child = at
@@ -756,6 +760,8 @@ class _RelationRuns(TreeBuilder):
                 self.open = False
         self.depth -= 1
         el: Element = super().end(tag)
+        if self.depth == 1 if self.dlineage else self.depth == 0:
+            self.done.append(el)
         return el
 
     def ranges(self, size: int) -> list[tuple[int, int]] | None:
@@ -775,35 +781,31 @@ def _xml_top_elements(
     """The document's top-level elements one at a time, each dropped once read (iterparse): the tree of
     the whole document never exists. A root that is not ``<dlineage>`` is itself the one element.
     ``runs``: note where the relations lie; ``ranges``: read those byte ranges of ``data`` only."""
-    depth = 0
-    root: Element | None = None
     source = _Feed(data, ranges)
+    target = runs if runs is not None else _RelationRuns()
     with _defused(file):
-        target = runs if runs is not None else TreeBuilder()
         parser = DefusedET.DefusedXMLParser(
             target=target, forbid_dtd=True, forbid_entities=True, forbid_external=True
         )
-        if runs is not None:
-            runs.expat = parser.parser
-        events = DefusedET.iterparse(source, events=("start", "end"), parser=parser)
-        for event, item in events:
-            source.events += 1
-            el: Element = item
-            if event == "start":
-                depth += 1
-                if root is None:
-                    root = el
-                continue
-            depth -= 1
-            if depth == 0 and el is root and _local(el.tag).lower() not in _ROOT_TAGS:
-                yield el
-            elif depth == 1 and root is not None and _local(root.tag).lower() in _ROOT_TAGS:
-                yield el
-                root.clear()  # the root keeps its children: let them go
+        target.expat = parser.parser
+        while chunk := source.read():
+            parser.feed(chunk)
+            if target.done:
+                yield from _handed_over(target)
+                source.events = 1
+        parser.close()
+        yield from _handed_over(target)
+
+
+def _handed_over(target: _RelationRuns) -> Iterator[Element]:
+    done, target.done = target.done, []
+    yield from done
+    if target.dlineage and target.root is not None:
+        target.root.clear()  # the root keeps its children: let them go
 
 
 class _Feed:
-    """The text for ``iterparse``, in chunks that double while a chunk completes no element.
+    """The text for the parser, in chunks that double while a chunk completes no element.
 
     expat (before 2.6) scans a token cut by the end of a chunk again from its start at every feed: with
     ``iterparse``'s fixed 16 KB reads, one 16 MB attribute was scanned a thousand times (quadratic). Doubled
