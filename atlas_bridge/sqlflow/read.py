@@ -516,7 +516,8 @@ class _RawDoc:
     warnings: list[str] = field(default_factory=list)
     relation_source: Callable[[], Iterator[_RawRelation]] | None = None
     """Streaming XML: relations are read again from the text at each pass instead of kept in ``relations``
-    (they are most of a document, and the builder needs them in four passes, one at a time)."""
+    (they are most of a document, and the builder needs them in four passes, one at a time); only their
+    bytes are parsed again, not the whole document (see :class:`_RelationRuns`)."""
 
     def iter_relations(self) -> Iterator[_RawRelation]:
         return iter(self.relations) if self.relation_source is None else self.relation_source()
@@ -778,7 +779,7 @@ def _xml_top_elements(
     runs: _RelationRuns | None = None,
     ranges: list[tuple[int, int]] | None = None,
 ) -> Iterator[Element]:
-    """The document's top-level elements one at a time, each dropped once read (iterparse): the tree of
+    """The document's top-level elements one at a time, each dropped once read (streamed): the tree of
     the whole document never exists. A root that is not ``<dlineage>`` is itself the one element.
     ``runs``: note where the relations lie; ``ranges``: read those byte ranges of ``data`` only."""
     source = _Feed(data, ranges)
