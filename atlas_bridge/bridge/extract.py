@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 from atlas_bridge.bridge.dialects import dialect_hint
 from atlas_bridge.bridge.inputs import count_statements, decode_text, make_problem, printable, read_unit
 from atlas_bridge.bridge.querylog import read_query_log
+from atlas_bridge.bridge.schema import SqlflowDefines
 from atlas_bridge.bridge.types import InputKind, ScanOptions, UnitResult, WorkUnit
 from atlas_bridge.errors import AtlasBridgeError
 from atlas_bridge.extractors.sql.schema import ClosedTable, LearnedTable, SchemaIndex, TableKey
@@ -349,7 +350,11 @@ def extract_partition(
         defines: list[LearnedTable] = []
         lookups: dict[TableKey, None] = {}
         failed = False
+        # A SQLFlow export's created tables come from the pieces read here (not from a second reading).
+        sqlflow_defines = SqlflowDefines() if per_unit and unit.file.kind == InputKind.SQLFLOW else None
         for i, r in enumerate(unit_results(unit, options, schema)):
+            if sqlflow_defines is not None:
+                sqlflow_defines.add(r.lineage)
             _count(files, r, first=i == 0)
             problems.extend(r.problems)
             defines.extend(r.defines)
@@ -370,10 +375,8 @@ def extract_partition(
             yield "unit", records
         if per_unit:
             rank = 0
-            if unit.file.kind == InputKind.SQLFLOW:  # its CREATE processes' targets teach, SQL DDL wins
-                from atlas_bridge.bridge.schema import learn_unit
-
-                defines, rank = list(learn_unit(unit, options).tables), 1
+            if sqlflow_defines is not None:  # its CREATE processes' targets teach, SQL DDL wins
+                defines, rank = sqlflow_defines.tables(), 1
             learned = {"tables": defines, "rank": rank, "lookups": list(lookups)}
             closed = [i for i, t in enumerate(defines) if isinstance(t, ClosedTable)]
             if closed:  # views and CTAS tables (JSON keeps no tuple's class)

@@ -60,8 +60,8 @@ from collections import defaultdict
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import PurePath
-from typing import Any
-from xml.etree.ElementTree import Element, ParseError
+from typing import Any, overload
+from xml.etree.ElementTree import Element, ParseError, TreeBuilder
 
 import defusedxml.ElementTree as DefusedET
 from defusedxml import DefusedXmlException, DTDForbidden, EntitiesForbidden, ExternalReferenceForbidden
@@ -167,6 +167,7 @@ _KINDS: dict[str, DatasetKind] = {
 _OBJECT_TAGS = frozenset({"table", "view", "resultset", "variable", "path", "stage", "stream", "datasource"})
 _PROCEDURE_TYPES = frozenset({"procedure", "function", "trigger", "macro", "createprocedure"})
 _IGNORED_TAGS = frozenset({"orientation"})
+_PERMANENT_TAGS = frozenset({"table", "view"})
 _STATEMENT_LOCAL = frozenset(
     {DatasetKind.RESULTSET, DatasetKind.VARIABLE, DatasetKind.CONSTANT_TABLE, DatasetKind.PSEUDO_TABLE}
 )
@@ -181,6 +182,8 @@ _RESULTSET_NAME = re.compile(
 
 _NO_ATTRS: dict[str, str] = {}
 """The attributes of an object once the model holds it (shared: never written to)."""
+_NO_COLUMNS: list[Any] = []
+"""The raw columns of an object once the model holds them (shared: never written to)."""
 
 _DOUBLED_QUOTES = re.compile(r'=""([^"<>&\n]*)""')
 _COORD_POINT = re.compile(r"\[\s*(-?\d+)\s*,\s*(-?\d+)\s*(?:,([^\],\[]*))?\]")  # linear: no lazy part
@@ -201,9 +204,6 @@ class _RawSpan:
     def span(self) -> Span:
         return Span(line=self.line, column=self.column, end_line=self.end_line, end_column=self.end_column)
 
-    def key(self) -> _SpanKey:
-        return (self.line, self.column, self.end_line, self.end_column)
-
     def encloses(self, other: _RawSpan) -> bool:
         if self.file_hash != other.file_hash:
             return False
@@ -216,13 +216,49 @@ class _RawSpan:
         )
 
 
-_SpanKey = tuple[int, int, int, int]
-"""A span as (line, column, end line, end column): what the builder keeps until it makes the model's
-:class:`~atlas_bridge.model.Span` (a tenth of its size)."""
+_SpanKeys = tuple[int, ...] | int
+"""Spans as one flat run of (line, column, end line, end column), what the builder keeps until it makes the
+model's :class:`~atlas_bridge.model.Span` s (a tenth of their size); one span of values under 2**31 (about
+every one) packed in one int (a third of the tuple)."""
+
+_PACK_BITS = 31
+_PACK_MASK = (1 << _PACK_BITS) - 1
 
 
-def _spans(keys: tuple[_SpanKey, ...]) -> tuple[Span, ...]:
-    return tuple(Span(line=a, column=b, end_line=c, end_column=d) for a, b, c, d in keys)
+def _span_keys(spans: tuple[_RawSpan, ...]) -> _SpanKeys:
+    return _pack_keys(tuple(v for s in spans for v in (s.line, s.column, s.end_line, s.end_column)))
+
+
+def _pack_keys(flat: tuple[int, ...]) -> _SpanKeys:
+    if len(flat) != 4 or not all(0 <= v <= _PACK_MASK for v in flat):
+        return flat
+    a, b, c, d = flat
+    return (((((a << _PACK_BITS) | b) << _PACK_BITS) | c) << _PACK_BITS) | d
+
+
+def _flat_keys(keys: _SpanKeys) -> tuple[int, ...]:
+    if not isinstance(keys, int):
+        return keys
+    m = _PACK_MASK
+    return (keys >> 3 * _PACK_BITS, (keys >> 2 * _PACK_BITS) & m, (keys >> _PACK_BITS) & m, keys & m)
+
+
+def _join_keys(a: _SpanKeys, b: _SpanKeys) -> _SpanKeys:
+    if a == ():
+        return b
+    if b == ():
+        return a
+    return _flat_keys(a) + _flat_keys(b)
+
+
+def _spans(keys: _SpanKeys) -> tuple[Span, ...]:
+    if keys == ():
+        return ()
+    flat = _flat_keys(keys)
+    return tuple(
+        Span(line=flat[i], column=flat[i + 1], end_line=flat[i + 2], end_column=flat[i + 3])
+        for i in range(0, len(flat), 4)
+    )
 
 
 @dataclass(slots=True)
@@ -235,7 +271,7 @@ class _LightColumn:
     system: bool
     data_type: str | None
     expression: str | None
-    spans: tuple[_SpanKey, ...]
+    spans: _SpanKeys
 
     def column(self) -> Column:
         return Column(
@@ -245,6 +281,98 @@ class _LightColumn:
             expression=self.expression,
             spans=_spans(self.spans),
         )
+
+
+_OPTIONAL_DATASET_FIELDS = ("db", "catalog", "sub_type", "uri", "alias", "file_format")
+_RARE_FIELDS = _OPTIONAL_DATASET_FIELDS[1:]
+
+
+@dataclass(slots=True)
+class _LightDataset:
+    """A dataset as the builder gathers it (merged over the objects of its id), made into a
+    :class:`~atlas_bridge.model.Dataset` only when a piece holds it. Its columns are a list (most datasets
+    have a few: a dict each cost more than the rest of the dataset), looked up by name through an index
+    once they are many."""
+
+    id: str
+    kind: DatasetKind
+    name_or_length: str | int
+    """The name, or its length when it is how the id ends (most names: one string less)."""
+    db: str | None
+    rare: tuple[str | None, ...] | None
+    """catalog, sub_type, uri, alias, file_format (None: all None)."""
+    process_ids: tuple[str, ...]
+    spans: _SpanKeys
+    columns: _LightColumn | tuple[_LightColumn, ...] | list[_LightColumn] = ()
+    """One column alone, a tuple while they are few, a list with an index once many (most datasets have
+    one or two: a list each cost more than they)."""
+    index: dict[str, _LightColumn] | None = None
+
+    @property
+    def name(self) -> str:
+        n = self.name_or_length
+        return self.id[len(self.id) - n :] if isinstance(n, int) else n
+
+    @name.setter
+    def name(self, name: str) -> None:
+        self.name_or_length = len(name) if name and self.id.endswith(name) else name
+
+    def get(self, key: str) -> str | None:
+        if key == "db":
+            return self.db
+        return self.rare[_RARE_FIELDS.index(key)] if self.rare is not None else None
+
+    def keep(self, values: dict[str, str | None]) -> None:
+        """Take the optional values this dataset lacks (an earlier object's values stand)."""
+        if self.db is None:
+            self.db = values["db"]
+        rare = tuple(
+            v if v is not None else values[k] for k, v in zip(_RARE_FIELDS, self.all_rare(), strict=True)
+        )
+        self.rare = None if all(v is None for v in rare) else rare
+
+    def all_rare(self) -> tuple[str | None, ...]:
+        return self.rare if self.rare is not None else (None,) * len(_RARE_FIELDS)
+
+    def all_columns(self) -> tuple[_LightColumn, ...] | list[_LightColumn]:
+        cols = self.columns
+        return (cols,) if isinstance(cols, _LightColumn) else cols
+
+    def column(self, name: str) -> _LightColumn | None:
+        if self.index is not None:
+            return self.index.get(name)
+        for col in self.all_columns():
+            if col.name == name:
+                return col
+        return None
+
+    def add(self, col: _LightColumn) -> None:
+        if self.columns == ():
+            self.columns = col
+            return
+        cols = self.all_columns()
+        if isinstance(cols, tuple):
+            if len(cols) < 8:
+                self.columns = (*cols, col)
+                return
+            cols = list(cols)
+            self.columns = cols
+            self.index = {c.name: c for c in cols}
+        cols.append(col)
+        assert self.index is not None
+        self.index[col.name] = col
+
+    def dataset(self) -> Dataset:
+        kwargs: dict[str, Any] = {"id": self.id, "kind": self.kind, "name": self.name}
+        for key in _OPTIONAL_DATASET_FIELDS:
+            value = self.get(key)
+            if value is not None:
+                kwargs[key] = value
+        if self.process_ids:
+            kwargs["process_ids"] = self.process_ids
+        if self.spans:
+            kwargs["spans"] = _spans(self.spans)
+        return Dataset(**kwargs, columns=tuple(c.column() for c in self.all_columns()))
 
 
 @dataclass(slots=True)
@@ -257,18 +385,67 @@ class _RawColumn:
     ext: dict[str, str] = field(default_factory=dict)
 
 
+_KEYS: dict[tuple[str, ...], tuple[str, ...]] = {}
+"""One tuple per set of attribute names (objects of a document share a few sets)."""
+_MAX_KEYS = 10_000
+
+
+class _Attrs(tuple[Any, ...]):
+    """An object's attributes, read only: its names' tuple (shared by the objects of the same names) then
+    its values. A dict each cost more than most objects' text (two or three attributes each)."""
+
+    __slots__ = ()
+
+    @classmethod
+    def of(cls, attrs: dict[str, str]) -> _Attrs:
+        keys = tuple(attrs)
+        shared = _KEYS.get(keys)
+        if shared is None:
+            if len(_KEYS) >= _MAX_KEYS:  # names made up by the thousand: no sharing to be had
+                _KEYS.clear()
+            shared = _KEYS[keys] = keys
+        return cls((shared, *attrs.values()))
+
+    @overload
+    def get(self, key: str) -> str | None: ...
+
+    @overload
+    def get(self, key: str, default: str) -> str: ...
+
+    def get(self, key: str, default: str | None = None) -> str | None:
+        try:
+            value: str = self[self[0].index(key) + 1]
+        except ValueError:
+            return default
+        return value
+
+    def __contains__(self, key: object) -> bool:
+        return key in self[0]
+
+
+_NO_OBJECT_ATTRS = _Attrs.of({})
+
+
 @dataclass(slots=True)
 class _RawObject:
     id: str
     tag: str
     """Element name (XML) or dbobj ``type`` (JSON), lower case."""
-    attrs: dict[str, str]
+    attrs: _Attrs | dict[str, str]
+    """A dict while it is made, then :class:`_Attrs`."""
     spans: tuple[_RawSpan, ...]
     columns: list[_RawColumn] = field(default_factory=list)
     ext: dict[str, str] = field(default_factory=dict)
     declared: bool = True
     position: int = 0
-    """Its place in the document (the builder's)."""
+    """Its place in the document (the builder's, until its dataset is made)."""
+    kind: DatasetKind | None = None
+    ds_id: str = ""
+    """Its dataset's id, once the builder made it."""
+
+    def __post_init__(self) -> None:
+        if isinstance(self.attrs, dict):
+            self.attrs = _Attrs.of(self.attrs)
 
 
 @dataclass(slots=True)
@@ -339,7 +516,8 @@ class _RawDoc:
     warnings: list[str] = field(default_factory=list)
     relation_source: Callable[[], Iterator[_RawRelation]] | None = None
     """Streaming XML: relations are read again from the text at each pass instead of kept in ``relations``
-    (they are most of a document, and the builder needs them in four passes, one at a time)."""
+    (they are most of a document, and the builder needs them in four passes, one at a time); only their
+    bytes are parsed again, not the whole document (see :class:`_RelationRuns`)."""
 
     def iter_relations(self) -> Iterator[_RawRelation]:
         return iter(self.relations) if self.relation_source is None else self.relation_source()
@@ -530,38 +708,105 @@ def _defused(file: str | None) -> Iterator[None]:
 _ROOT_TAGS = frozenset({"dlineage", "dligneage", "fragment"})
 
 
-def _xml_top_elements(data: bytes, file: str | None) -> Iterator[Element]:
-    """The document's top-level elements one at a time, each dropped once read (iterparse): the tree of
-    the whole document never exists. A root that is not ``<dlineage>`` is itself the one element."""
-    depth = 0
-    root: Element | None = None
-    source = _Feed(data)
+_RELATION_TAGS = frozenset({"relation", "relationship"})
+
+
+class _RelationRuns(TreeBuilder):
+    """A tree builder that hands over the document's top-level elements as they complete (``done``), and
+    notes where the root's relation children lie in the text (byte ranges, runs of adjacent ones joined),
+    as expat reads them: the builder's later passes over the relations then read those bytes only, not the
+    whole document again (in a catalogue-like export, relations are a few percent of it)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.expat: Any = None
+        self.root: Element | None = None
+        self.done: list[Element] = []
+        self.depth = 0
+        self.dlineage = False  # the root is <dlineage> (else it is the one element: no ranges)
+        self.first_child = -1
+        """Where the root's first child starts: the text before it (declaration, root tag) starts a pass."""
+        self.root_end = -1
+        """Where the root's end tag starts: the text from it on ends each pass."""
+        self.runs: list[list[int]] = []  # [start, end] of each run of relation elements
+        self.open = False  # the last child seen is a relation: its run is not closed yet
+        self.is_relation: dict[str, bool] = {}
+
+    def start(self, tag: str, attrs: dict[str, str]) -> Element:
+        self.depth += 1
+        if self.depth == 1:
+            self.dlineage = _local(tag).lower() in _ROOT_TAGS
+            self.root = super().start(tag, attrs)
+            return self.root
+        if self.depth == 2:
+            at = int(self.expat.CurrentByteIndex)
+            if self.first_child < 0:
+                self.first_child = at
+            relation = self.is_relation.get(tag)
+            if relation is None:
+                relation = self.is_relation[tag] = _local(tag).lower() in _RELATION_TAGS
+            if self.open and not relation:
+                self.runs[-1][1] = at
+            elif relation and not self.open:
+                self.runs.append([at, -1])
+            self.open = relation
+        el: Element = super().start(tag, attrs)
+        return el
+
+    def end(self, tag: str) -> Element:
+        if self.depth == 1:
+            self.root_end = int(self.expat.CurrentByteIndex)
+            if self.open:
+                self.runs[-1][1] = self.root_end
+                self.open = False
+        self.depth -= 1
+        el: Element = super().end(tag)
+        if self.depth == 1 if self.dlineage else self.depth == 0:
+            self.done.append(el)
+        return el
+
+    def ranges(self, size: int) -> list[tuple[int, int]] | None:
+        """The byte ranges of a document holding the root and its relations only (None: not known)."""
+        if not self.dlineage or self.first_child < 0 or self.root_end < 0 or any(e < 0 for _, e in self.runs):
+            return None
+        return [(0, self.first_child), *((a, b) for a, b in self.runs), (self.root_end, size)]
+
+
+def _xml_top_elements(
+    data: bytes,
+    file: str | None,
+    *,
+    runs: _RelationRuns | None = None,
+    ranges: list[tuple[int, int]] | None = None,
+) -> Iterator[Element]:
+    """The document's top-level elements one at a time, each dropped once read (streamed): the tree of
+    the whole document never exists. A root that is not ``<dlineage>`` is itself the one element.
+    ``runs``: note where the relations lie; ``ranges``: read those byte ranges of ``data`` only."""
+    source = _Feed(data, ranges)
+    target = runs if runs is not None else _RelationRuns()
     with _defused(file):
-        events = DefusedET.iterparse(
-            source,
-            events=("start", "end"),
-            forbid_dtd=True,
-            forbid_entities=True,
-            forbid_external=True,
+        parser = DefusedET.DefusedXMLParser(
+            target=target, forbid_dtd=True, forbid_entities=True, forbid_external=True
         )
-        for event, item in events:
-            source.events += 1
-            el: Element = item
-            if event == "start":
-                depth += 1
-                if root is None:
-                    root = el
-                continue
-            depth -= 1
-            if depth == 0 and el is root and _local(el.tag).lower() not in _ROOT_TAGS:
-                yield el
-            elif depth == 1 and root is not None and _local(root.tag).lower() in _ROOT_TAGS:
-                yield el
-                root.clear()  # the root keeps its children: let them go
+        target.expat = parser.parser
+        while chunk := source.read():
+            parser.feed(chunk)
+            if target.done:
+                yield from _handed_over(target)
+                source.events = 1
+        parser.close()
+        yield from _handed_over(target)
+
+
+def _handed_over(target: _RelationRuns) -> Iterator[Element]:
+    done, target.done = target.done, []
+    yield from done
+    if target.dlineage and target.root is not None:
+        target.root.clear()  # the root keeps its children: let them go
 
 
 class _Feed:
-    """The text for ``iterparse``, in chunks that double while a chunk completes no element.
+    """The text for the parser, in chunks that double while a chunk completes no element.
 
     expat (before 2.6) scans a token cut by the end of a chunk again from its start at every feed: with
     ``iterparse``'s fixed 16 KB reads, one 16 MB attribute was scanned a thousand times (quadratic). Doubled
@@ -571,18 +816,27 @@ class _Feed:
 
     BASE = 64 * 1024
 
-    def __init__(self, data: bytes) -> None:
+    def __init__(self, data: bytes, ranges: list[tuple[int, int]] | None = None) -> None:
         self.data = memoryview(data)
-        self.pos = 0
+        self.ranges = ranges if ranges is not None else [(0, len(data))]
+        self.part = 0
+        self.pos = self.ranges[0][0] if self.ranges else 0
         self.size = self.BASE
         self.events = 1  # the first read is of the base size
 
     def read(self, _size: int = -1) -> bytes:
         self.size = self.BASE if self.events else self.size * 2
         self.events = 0
-        chunk = bytes(self.data[self.pos : self.pos + self.size])
-        self.pos += len(chunk)
-        return chunk
+        while self.part < len(self.ranges):
+            end = self.ranges[self.part][1]
+            if self.pos < end:
+                chunk = bytes(self.data[self.pos : min(end, self.pos + self.size)])
+                self.pos += len(chunk)
+                return chunk
+            self.part += 1
+            if self.part < len(self.ranges):
+                self.pos = self.ranges[self.part][0]
+        return b""
 
 
 def _parse_xml_stream(data: str | bytes, file: str | None) -> _RawDoc | None:
@@ -592,9 +846,10 @@ def _parse_xml_stream(data: str | bytes, file: str | None) -> _RawDoc | None:
     if isinstance(data, str) and raw[:200].lstrip().startswith(b"<?xml") and b"encoding" in raw[:200]:
         return None  # a declared encoding no longer describes the text once it is a str
     doc = _RawDoc()
+    runs = _RelationRuns()
     try:
-        for el in _xml_top_elements(raw, file):
-            is_relation = _local(el.tag).lower() in ("relation", "relationship")
+        for el in _xml_top_elements(raw, file, runs=runs):
+            is_relation = _local(el.tag).lower() in _RELATION_TAGS
             _read_xml_element(el, doc)
             if doc.relations and not is_relation:
                 return None  # relations nested in another element: read the whole tree
@@ -602,10 +857,15 @@ def _parse_xml_stream(data: str | bytes, file: str | None) -> _RawDoc | None:
     except ParseError:
         return None
 
+    # Later passes read the relations' bytes only (within the root's start and end tags, so that its
+    # namespace declarations and the document's encoding hold): a document whose root is the one element
+    # is read whole again.
+    ranges = runs.ranges(len(raw))
+
     def relations() -> Iterator[_RawRelation]:
         scratch = _RawDoc()
-        for el in _xml_top_elements(raw, file):
-            if _local(el.tag).lower() in ("relation", "relationship"):
+        for el in _xml_top_elements(raw, file, ranges=ranges):
+            if _local(el.tag).lower() in _RELATION_TAGS:
                 attrs, ext = _xml_attrs(el)
                 _read_xml_relation(el, attrs, ext, scratch)
                 yield scratch.relations.pop()
@@ -626,6 +886,12 @@ def _local(tag: str) -> str:
 
 def _xml_attrs(el: Element) -> tuple[dict[str, str], dict[str, str]]:
     """Plain attributes, and atlas-bridge extension attributes (namespace stripped)."""
+    attrib: dict[str, str] = el.attrib
+    for key in attrib:
+        if key[:1] == "{":
+            break
+    else:  # no namespaced name (about every element): the same names and values
+        return dict(attrib), _NO_ATTRS
     attrs: dict[str, str] = {}
     ext: dict[str, str] = {}
     prefix = "{" + AB_NAMESPACE + "}"
@@ -643,7 +909,7 @@ def _read_xml_element(el: Element, doc: _RawDoc) -> None:
     attrs, ext = _xml_attrs(el)
     spans = _parse_coordinates(attrs.get("coordinate"))
     if low in _OBJECT_TAGS:
-        obj_tag = low
+        obj_tag = sys.intern(low)  # one string for every object's tag
         if low == "table" and attrs.get("type", "").lower() in ("pseudotable", "constanttable"):
             obj_tag = attrs["type"].lower()
         attrs.pop("coordinate", None)  # in spans now (an object's coordinate string is kept by nothing)
@@ -989,9 +1255,10 @@ def _parse_v2(top: Any) -> _RawDoc:
         if parent is None:
             tag = _v2_object_tag(name, parent_qn, True)
             parent_name = name if tag == "variable" else parent_qn.rpartition(".")[2] or name
-            parent = _RawObject(id=f"v2:{parent_qn}", tag=tag, attrs={"name": parent_name}, spans=())
+            parent_attrs = {"name": parent_name}
             if tag == "variable":
-                parent.attrs["subType"] = "scalar"
+                parent_attrs["subType"] = "scalar"
+            parent = _RawObject(id=f"v2:{parent_qn}", tag=tag, attrs=parent_attrs, spans=())
             doc.objects.append(parent)
             by_qn[parent_qn.lower()] = parent
         cid = _str(col_obj.get("id")) or qn
@@ -1401,6 +1668,9 @@ class _Builder:
         self.scope = scope
         self.problems: list[Problem] = []
         self.objects: dict[str, _RawObject] = {}
+        # Declared tables that name no writer, once their datasets are made: raw object id -> dataset id
+        # (all the later passes need of them; most objects of a catalogue-like export).
+        self.plain: dict[str, str] = {}
         self.process_ids: dict[str, str] = {}  # raw id -> model id
         self.process_spans: dict[str, tuple[_RawSpan, ...]] = {}
         self.process_types: dict[str, str] = {}
@@ -1408,15 +1678,14 @@ class _Builder:
         self._starts: dict[str, list[tuple[tuple[int, int], _RawSpan, str]]] | None = None
         self._start_keys: dict[str, list[tuple[int, int]]] = {}
         self.upstream: dict[str, set[str]] = defaultdict(set)  # raw object id -> processes writing into it
-        self.dataset_ids: dict[str, str] = {}  # raw object id -> model id
-        self.kinds: dict[str, DatasetKind] = {}
-        self.columns: dict[str, dict[str, _LightColumn]] = defaultdict(dict)  # dataset id -> name -> column
         # raw column id -> (raw object id, name) of its first declaration; (raw object id, raw column id) ->
         # column name where that differs (a column id reused, a column renamed): most columns are in one map.
         self.global_columns: dict[str, tuple[str, str]] = {}
         self.column_by_id: dict[tuple[str, str], str] = {}
-        # model id -> Dataset kwargs without columns, None values left out, spans as _SpanKey s
-        self.datasets: dict[str, dict[str, Any]] = {}
+        # Column ids the relations' ends name (each kept as one string): only those are ever looked up, so
+        # only those are in the maps above (most columns of a catalogue-like export are in no relation).
+        self._named_columns: dict[str, str] = {}
+        self.datasets: dict[str, _LightDataset] = {}  # model id -> dataset
         self.relations: list[Relation] = []
         self._keys: list[str | None] = []  # per column-level relation: its group's key (chunked reading)
         self._parent: dict[str, str] = {}  # union-find of group tokens
@@ -1559,7 +1828,8 @@ class _Builder:
             if obj.id in self.objects:
                 self.warn(f"object id {obj.id!r} declared twice; the first declaration is used")
                 continue
-            obj.position = len(self.objects)
+            if obj.tag not in _PERMANENT_TAGS or "kind" in obj.ext:  # only resultsets' order is asked
+                obj.position = len(self.objects)
             self.objects[obj.id] = obj
         # Objects relations name but the document does not declare (fragments copied out of docs).
         for rel_id, parent_id, parent_name, parent_alias, function, v2 in self._survey_objects:
@@ -1587,9 +1857,13 @@ class _Builder:
         declared_processes = {p.id for p in self.doc.processes}
         declared_objects = {o.id for o in self.doc.objects if o.id}
         named: set[str] = set()
+        named_columns = self._named_columns
         for rel in self.doc.iter_relations():
             pid = rel.attrs.get("processId")
             v2 = bool(rel.ext.get("v2"))
+            for end in (rel.target, *rel.sources):
+                if end is not None and end.id:
+                    named_columns.setdefault(end.id, end.id)
             if pid and pid not in declared_processes:
                 declared_processes.add(pid)
                 self._survey_processes.append((pid, rel.attrs.get("processType"), rel.id, v2))
@@ -1736,7 +2010,7 @@ class _Builder:
             root for target_id, _ in self._survey_writes if (root := _root(self._statement, target_id))
         }
         for oid, obj in self.objects.items():
-            kind = self.kinds[oid]
+            kind = obj.kind
             if kind not in _STATEMENT_LOCAL:
                 continue
             scope = scopes[oid] = self._scope_of(obj, downstream)
@@ -1751,7 +2025,7 @@ class _Builder:
                 index[(name, root)] = k
         for oid, scope in scopes.items():
             obj = self.objects[oid]
-            if scope == self.scope and self.kinds[oid] is DatasetKind.RESULTSET and "id" not in obj.ext:
+            if scope == self.scope and obj.kind is DatasetKind.RESULTSET and "id" not in obj.ext:
                 name = obj.ext.get("name") or unquote(obj.attrs.get("name") or oid)
                 k = index[(name, _root(self._statement, oid))]
                 if k > 1:
@@ -1813,14 +2087,20 @@ class _Builder:
 
     def datasets_from_objects(self) -> None:
         downstream = self._downstream_processes()
-        for oid, obj in self.objects.items():
-            self.kinds[oid] = self._kind(obj)
+        for obj in self.objects.values():
+            obj.kind = self._kind(obj)
         scopes = self._statement_scopes(downstream)
         del downstream
         for oid, obj in self.objects.items():
-            kind = self.kinds[oid]
-            raw_name = obj.attrs.get("name") or obj.attrs.get("displayName") or obj.attrs.get("uri") or oid
-            location = obj.attrs.get("uri") or obj.attrs.get("location")  # stages/datasources: location
+            kind = obj.kind
+            assert kind is not None
+            attrs = (
+                obj.attrs
+                if isinstance(obj.attrs, dict)
+                else dict(zip(obj.attrs[0], obj.attrs[1:], strict=True))
+            )
+            raw_name = attrs.get("name") or attrs.get("displayName") or attrs.get("uri") or oid
+            location = attrs.get("uri") or attrs.get("location")  # stages/datasources: location
             uri = unquote(location) if location else None
             db: str | None = None
             catalog: str | None = None
@@ -1831,78 +2111,74 @@ class _Builder:
                 name = unquote(raw_name)
             else:
                 # J2: unqualified name + qualified displayName; prefer the latter when it ends in the former.
-                display = obj.attrs.get("displayName", "")
+                display = attrs.get("displayName", "")
                 qualified = (
                     display
                     if len(split_qualified(display)) > 1 and split_qualified(display)[-1] == raw_name
                     else raw_name
                 )
-                name, db, catalog = qualify(qualified, obj.attrs.get("schema"), obj.attrs.get("database"))
+                name, db, catalog = qualify(qualified, attrs.get("schema"), attrs.get("database"))
             name = obj.ext.get("name", name)
             db = obj.ext["db"] or None if "db" in obj.ext else db
             catalog = obj.ext["catalog"] or None if "catalog" in obj.ext else catalog
             if kind is DatasetKind.RESULTSET:
-                sub_type = obj.attrs.get("type")
+                sub_type = attrs.get("type")
                 if sub_type and sub_type.lower() == "resultset":
                     sub_type = None
             else:
-                sub_type = obj.attrs.get("subType") or obj.attrs.get("tableType")
+                sub_type = attrs.get("subType") or attrs.get("tableType")
             scope = scopes.get(oid)
             ds_id = obj.ext.get("id") or dataset_id(
                 kind, uri if kind is DatasetKind.PATH and uri else name, db, catalog, scope=scope
             )
             process_ids: list[str] = []
-            for token in obj.attrs.get("processIds", "").split():
+            for token in attrs.get("processIds", "").split():
                 if token in self.process_ids:
                     process_ids.append(self.process_ids[token])
                 else:
                     self.warn(f"object {oid!r} ({raw_name}) names unknown process {token!r} in processIds")
-            self.dataset_ids[oid] = ds_id
-            optional = {
+            obj.ds_id = ds_id
+            spans = _span_keys(obj.spans)
+            ds = self.datasets.get(ds_id)
+            values = {
                 "db": db,
                 "catalog": catalog,
                 "sub_type": sub_type or None,
                 "uri": uri,
-                "alias": obj.attrs.get("alias") or None,
-                "file_format": obj.attrs.get("fileFormat") or None,
+                "alias": attrs.get("alias") or None,
+                "file_format": attrs.get("fileFormat") or None,
             }
-            kwargs: dict[str, Any] = {"id": ds_id, "kind": kind, "name": name}
-            kwargs.update((k, v) for k, v in optional.items() if v is not None)
-            if process_ids:
-                kwargs["process_ids"] = tuple(process_ids)
-            if obj.spans:
-                kwargs["spans"] = tuple(s.key() for s in obj.spans)
-            old = self.datasets.get(ds_id)
-            if old is not None:
-                for key in ("process_ids", "spans"):
-                    if key in old or key in kwargs:
-                        kwargs[key] = old.get(key, ()) + kwargs.get(key, ())
-                for key in optional:
-                    if old.get(key) is not None:
-                        kwargs[key] = old[key]
-                kwargs["kind"] = old["kind"]
-            self.datasets[ds_id] = kwargs
+            if ds is None:
+                ds = self.datasets[ds_id] = _LightDataset(
+                    ds_id, kind, name, None, None, tuple(process_ids), spans
+                )
+                ds.name = name  # its length only, when the id ends with it
+            else:  # another object of the same dataset: its first values stand, its lists grow
+                ds.name = name
+                ds.process_ids += tuple(process_ids)
+                ds.spans = _join_keys(ds.spans, spans)
+            ds.keep(values)
             for col in obj.columns:
                 self._add_column(oid, col.id, col.name, col.system, col.spans, col.data_type, col.ext)
             # What the relations still need of the object is its writers: the rest is let go (memory).
-            obj.columns, obj.spans = [], ()
+            obj.columns, obj.spans, obj.position = _NO_COLUMNS, (), 0
             writers = obj.attrs.get("processIds")
-            obj.attrs = {"processIds": writers} if writers else _NO_ATTRS
+            obj.attrs = _Attrs.of({"processIds": writers}) if writers else _NO_OBJECT_ATTRS
             obj.ext = _NO_ATTRS
+            if not writers and obj.declared and kind is DatasetKind.TABLE:
+                self.plain[oid] = ds_id
         self.doc.objects = []
+        self.objects = {oid: obj for oid, obj in self.objects.items() if oid not in self.plain}
 
     def dataset(self, ds_id: str) -> Dataset:
-        """The model's dataset, made from what the builder gathered (see :class:`_LightColumn`)."""
-        kwargs = dict(self.datasets[ds_id])
-        if "spans" in kwargs:
-            kwargs["spans"] = _spans(kwargs["spans"])
-        columns = tuple(c.column() for c in self.columns.get(ds_id, {}).values())
-        return Dataset(**kwargs, columns=columns)
+        """The model's dataset, made from what the builder gathered (see :class:`_LightDataset`)."""
+        return self.datasets[ds_id].dataset()
 
     def _column_name(self, oid: str, raw_name: str, system: bool) -> tuple[str, bool]:
         if is_pseudo_rows(raw_name):
             return PSEUDO_ROWS, True
-        if self.kinds.get(oid) is DatasetKind.CONSTANT_TABLE:
+        obj = self.objects.get(oid)
+        if obj is not None and obj.kind is DatasetKind.CONSTANT_TABLE:
             return raw_name, system  # literal text: its quotes are the value
         return unquote(raw_name), system
 
@@ -1920,18 +2196,18 @@ class _Builder:
             name = ext["name"]
         else:
             name, system = self._column_name(oid, raw_name, system)
-        ds_id = self.dataset_ids[oid]
-        cols = self.columns[ds_id]
-        keys = tuple(s.key() for s in spans)
-        old = cols.get(name)
+        ds = self.datasets[self._ds_id(oid)]
+        keys = _span_keys(spans)
+        old = ds.column(name)
         if old is None:
-            cols[name] = _LightColumn(name, system, data_type or None, ext.get("expression"), keys)
+            ds.add(_LightColumn(name, system, data_type or None, ext.get("expression"), keys))
         else:
-            old.spans += keys
+            old.spans = _join_keys(old.spans, keys)
             old.system = old.system or system
             old.data_type = old.data_type or data_type or None
             old.expression = old.expression or ext.get("expression")
-        if col_id:
+        col_id = self._named_columns.get(col_id) if col_id else None
+        if col_id is not None:
             first = self.global_columns.setdefault(col_id, (oid, name))
             key = (oid, col_id)
             if first != (oid, name) or key in self.column_by_id:
@@ -1941,7 +2217,8 @@ class _Builder:
     # -- relations -------------------------------------------------------------------------------------
     def _resolve(self, end: _RawEnd, rel: _RawRelation) -> ColumnRef | None:
         oid = end.parent_id
-        if oid is None or oid not in self.dataset_ids:
+        ds_id = self._ds_id(oid) if oid is not None else ""
+        if oid is None or not ds_id:
             self.warn(
                 f"relation {rel.id!r}: endpoint {end.id!r} ({end.parent_name}.{end.column}) names no known "
                 "object; edge dropped",
@@ -1958,14 +2235,14 @@ class _Builder:
             name = self.global_columns[end.id][1]
         if name is None:
             raw_name = end.column or end.id or "?"
-            if self.objects[oid].declared:
+            if oid in self.plain or self.objects[oid].declared:
                 self.warn(
                     f"relation {rel.id!r}: column {end.id!r} ({raw_name}) is not declared in object "
                     f"{oid!r}; added",
                     end.spans[0] if end.spans else None,
                 )
             name = self._add_column(oid, end.id, raw_name, end.system, (), None, {})
-        return ColumnRef(dataset_id=self.dataset_ids[oid], column=name)
+        return ColumnRef(dataset_id=ds_id, column=name)
 
     def _column_relations(self, *, table_level: bool = True) -> Iterator[dict[str, Any]]:
         """The column-level relations (as ``Relation`` arguments) in document order; table-level ones go
@@ -2065,9 +2342,10 @@ class _Builder:
         """The process that wrote an edge without ``processId``: the target's only writer, or the one of its
         writers whose statement kind is the edge's ``effectType`` (SQLFlow's own table-level rule)."""
         obj = self.objects.get(oid)
-        if obj is None:
+        if obj is None and oid not in self.plain:
             return None
-        writers = [t for t in obj.attrs.get("processIds", "").split() if t in self.process_ids]
+        tokens = obj.attrs.get("processIds", "") if obj is not None else ""
+        writers = [t for t in tokens.split() if t in self.process_ids]
         if not writers:  # no processIds: the processes other edges into the object name
             writers = sorted(self.upstream.get(oid, ()))
         if len(writers) > 1 and effect_type:
@@ -2083,7 +2361,7 @@ class _Builder:
         for rel, sid, tid in edges:
             rtype = _RELATION_TYPES[rel.type.strip().lower()][0]
             s_proc, t_proc = sid in self.process_ids, tid in self.process_ids
-            if (not s_proc and sid not in self.dataset_ids) or (not t_proc and tid not in self.dataset_ids):
+            if (not s_proc and not self._has_dataset(sid)) or (not t_proc and not self._has_dataset(tid)):
                 self.warn(f"table-level relation {rel.id!r} names unknown object {sid!r} or {tid!r}; skipped")
                 continue
             if t_proc and not s_proc:
@@ -2108,14 +2386,25 @@ class _Builder:
         for sid, tid, rtype in direct:
             self._pseudo_edge(sid, tid, rtype, None)
 
+    def _has_dataset(self, oid: str) -> bool:
+        return bool(self._ds_id(oid))
+
+    def _ds_id(self, oid: str) -> str:
+        """The dataset id of a raw object ("": none, or not made yet)."""
+        plain = self.plain.get(oid)
+        if plain is not None:
+            return plain
+        obj = self.objects.get(oid)
+        return obj.ds_id if obj is not None else ""
+
     def _pseudo_edge(self, sid: str, tid: str, rtype: RelationType, process_id: str | None) -> None:
         source = self._add_column(sid, None, PSEUDO_ROWS, True, (), None, {})
         target = self._add_column(tid, None, PSEUDO_ROWS, True, (), None, {})
         self.relations.append(
             Relation(
                 type=rtype,
-                source=ColumnRef(dataset_id=self.dataset_ids[sid], column=source),
-                target=ColumnRef(dataset_id=self.dataset_ids[tid], column=target),
+                source=ColumnRef(dataset_id=self._ds_id(sid), column=source),
+                target=ColumnRef(dataset_id=self._ds_id(tid), column=target),
                 process_id=process_id,
             )
         )
@@ -2152,7 +2441,7 @@ class _Builder:
         self.collect_objects()
         processes = [*processes, *self.derive_processes()]
         self.datasets_from_objects()
-        local = {self.dataset_ids[o] for o, k in self.kinds.items() if k in _STATEMENT_LOCAL}
+        local = {o.ds_id for o in self.objects.values() if o.kind in _STATEMENT_LOCAL}
         for kwargs in self._column_relations():
             if chunked:
                 self._keys.append(self._group(kwargs, local))
@@ -2180,7 +2469,7 @@ class _Builder:
             raise ExtractionError(msg, file=self.file) from e
         self.relations = []
         if not self._chunked:
-            self.datasets, self.columns = {}, defaultdict(dict)  # in the lineage now
+            self.datasets = {}  # in the lineage now
         logger.debug(
             "read SQLFlow %s: %d datasets, %d processes, %d relations, %d problems",
             self.file or "<input>",
@@ -2255,7 +2544,6 @@ class _Builder:
         for ds_id in sorted(self.datasets):
             ds = self.dataset(ds_id)
             del self.datasets[ds_id]  # no piece names it any more
-            self.columns.pop(ds_id, None)
             batch.append(ds)
             weight += 1 + len(ds.columns)
             if weight >= chunk_relations:
