@@ -515,7 +515,7 @@ class _Builder:
             _TIER_DETAILS, pqn, TYPE_PROCESS_EXECUTION, qn, attrs, refs
         )
         if run.query_text is None and self.sides is not None:
-            self.sides.setdefault(pqn, _new_side()).runs.append(qn)
+            self.sides.setdefault(pqn, _Side()).runs.append(qn)
 
 
 @dataclass
@@ -792,7 +792,7 @@ def _build(
         )
     if sides is not None:
         for pqn, procs in members.items():
-            side = sides.setdefault(pqn, _new_side())
+            side = sides.setdefault(pqn, _Side())
             side.pid = procs[0].id  # pids are sorted: the one add_process named the process after
             side.statements = distinct_statements(procs)
 
@@ -819,7 +819,7 @@ def _build(
             qn, dep, facts, sorted(cl.clauses), effect, row_sources, sorted(cl.field_paths)
         )
         if sides is not None:
-            sides.setdefault(pqn, _new_side()).lineages[qn] = facts
+            sides.setdefault(pqn, _Side()).lineages[qn] = facts
         refs: dict[str, list[_Ref] | _Ref] = {
             "inputs": inputs,
             "outputs": [cl.output],
@@ -968,10 +968,6 @@ class _Side:
     """Executions whose ``queryText`` is the process's (not their run's own text)."""
 
 
-def _new_side() -> _Side:
-    return _Side()
-
-
 def _encode_side(side: _Side) -> dict[str, Any]:
     """JSON of a side, small (it travels with every process group): one statement as its index and id
     (the rest is its process's attributes); each column lineage, in qualifiedName order (as its records
@@ -983,10 +979,10 @@ def _encode_side(side: _Side) -> dict[str, Any]:
         out["statements"] = [side.statements[0].statement_index, side.statements[0].id]
     else:
         out["statements"] = [list(st) for st in side.statements]
-    sources: dict[str, int] = {}
+    sources: dict[tuple[str, tuple[str, ...]], int] = {}
     lineages: list[list[Any]] = []
     for _, f in sorted(side.lineages.items()):
-        row = [len(f.head), [sources.setdefault(_compact_json([s, v]), len(sources)) for s, v in f.inputs]]
+        row = [len(f.head), [sources.setdefault((s, tuple(v)), len(sources)) for s, v in f.inputs]]
         expressions = f.expressions if any("\n" in e for e in f.expressions) else None
         if f.tables or expressions is not None:
             row.append([list(t) for t in f.tables])
@@ -995,14 +991,10 @@ def _encode_side(side: _Side) -> dict[str, Any]:
         lineages.append(row)
     if lineages:
         out["lineages"] = lineages
-        out["sources"] = [json.loads(x) for x in sources]
+        out["sources"] = [[s, list(v)] for s, v in sources]
     if side.runs:
         out["runs"] = side.runs
     return out
-
-
-def _compact_json(value: Any) -> str:
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
 
 
 def _decode_statements(raw: list[Any], owner: Mapping[str, Any]) -> list[Statement]:

@@ -121,10 +121,7 @@ class EntityCollector:
         if entries is None:
             lines = records.get("process_lines")
             if lines is None:
-                lines = [
-                    [rec["group"], json.dumps(rec, separators=(",", ":"), ensure_ascii=False)]
-                    for rec in records["processes"]
-                ]
+                lines = [[rec["group"], _record_line(rec)] for rec in records["processes"]]
             entries = process_groups(lines, self._texts())
         sides = records.get("sides", {})
         for entry in entries:
